@@ -1,0 +1,92 @@
+"""The SQLite history: migrations, WAL, one transaction per tick, retention."""
+
+import sqlite3
+
+import pytest
+
+from vftune.agent.policy import PfSample, VfSample
+from vftune.hostdriver.base import Guest, Inventory, PfInfo, VfInfo
+from vftune.store.db import SCHEMA_VERSION, Decision, Store, StoreError, check_writable
+
+
+def _sample(pci: str, t: float, rx_bps: float = 1e9) -> VfSample:
+    return VfSample(pci=pci, pf="enp3s0f0", t=t, dt=1.0, rx_pps=1000.0, rx_bps=rx_bps, tx_pps=10.0,
+                    tx_bps=1e5, interrupts_per_s=20000.0, interrupts=20000, itr=20000, guest_cpu=0.5)
+
+
+def test_new_file_is_wal_and_current_schema(tmp_path):
+    store = Store(tmp_path / "h.db")
+    assert store.schema_version == SCHEMA_VERSION
+    mode = sqlite3.connect(tmp_path / "h.db").execute("PRAGMA journal_mode").fetchone()[0]
+    assert mode == "wal"
+
+
+def test_old_file_is_migrated_forward_and_keeps_its_rows(tmp_path):
+    from vftune.store import db as dbmod
+
+    path = tmp_path / "old.db"
+    con = sqlite3.connect(path)
+    con.executescript(dbmod.MIGRATIONS[0] + "\nPRAGMA user_version = 1;")
+    con.execute("INSERT INTO decisions (t, target, setting, ok, reason) VALUES (1, 'x', 'itr', 1, 'kept')")
+    con.commit()
+    con.close()
+    store = Store(path)
+    assert store.schema_version == SCHEMA_VERSION
+    assert [d["reason"] for d in store.decisions(None, 0, 10, 10)] == ["kept"]
+    assert store.latest_cost_fit() is None  # the table from step 2 exists
+
+
+def test_newer_schema_is_refused_with_its_version(tmp_path):
+    path = tmp_path / "new.db"
+    con = sqlite3.connect(path)
+    con.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 5}")
+    con.close()
+    with pytest.raises(StoreError, match=f"schema version {SCHEMA_VERSION + 5}"):
+        Store(path)
+
+
+def test_tick_history_and_decisions_round_trip(tmp_path):
+    store = Store(tmp_path / "h.db")
+    inv = Inventory(pfs=(PfInfo("enp3s0f0", "0000:03:00.0", 0x10FB, "ixgbe", 1, 63, (
+        VfInfo("enp3s0f0", 0, "0000:03:10.0", "vfio-pci", Guest("vm1", "u-1")),)),))
+    store.record_inventory(inv, 100.0)
+    for t in (101.0, 102.0, 103.0):
+        store.record_tick(t, [_sample("0000:03:10.0", t, rx_bps=t)],
+                          [PfSample("enp3s0f0", t, 1.0, 5.0, 50.0, "napi")],
+                          [Decision(t, "0000:03:10.0", "itr", 0, 20000, 20000, True, f"probe at {t}")])
+    rows = store.samples("0000:03:10.0", 101.5, 103.0, 10)
+    assert [r["t"] for r in rows] == [102.0, 103.0]
+    assert rows[0]["rx_bps"] == 102.0 and rows[0]["fresh"] is True
+    # limit keeps the newest rows of the window, oldest first
+    assert [r["t"] for r in store.samples("0000:03:10.0", 0, 1e9, 2)] == [102.0, 103.0]
+    decisions = store.decisions("0000:03:10.0", 0, 1e9, 10)
+    assert [d["reason"] for d in decisions] == ["probe at 101.0", "probe at 102.0", "probe at 103.0"]
+    assert decisions[0]["old"] == "0" and decisions[0]["applied"] == "20000"
+
+
+def test_prune_drops_old_samples_but_keeps_decisions(tmp_path):
+    store = Store(tmp_path / "h.db")
+    for t in range(10):
+        store.record_tick(float(t), [_sample("0000:03:10.0", t)], [],
+                          [Decision(t, "0000:03:10.0", "itr", 0, 1, 1, True, "r")])
+    assert store.prune(5.0) == 5
+    assert store.count("samples") == 5
+    assert store.count("decisions") == 10
+
+
+@pytest.mark.parametrize("make_path, message", [
+    (lambda p: p / "missing-dir" / "h.db", "does not exist"),
+    (lambda p: p, "is a directory"),
+])
+def test_unusable_db_paths_are_named(tmp_path, make_path, message):
+    path = make_path(tmp_path)
+    problem = check_writable(path)
+    assert problem is not None and message in problem and str(path) in problem
+
+
+def test_db_that_sqlite_cannot_create_is_a_store_error(tmp_path):
+    (tmp_path / "ro").mkdir()
+    target = tmp_path / "ro" / "h.db"
+    target.mkdir()  # a directory where the file should be: sqlite cannot open it
+    with pytest.raises(StoreError, match=str(target)):
+        Store(target)
