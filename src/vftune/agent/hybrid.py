@@ -1,0 +1,118 @@
+"""Hybrid DE/NAPI switching per PF (Salah & Qahtan, seeds/salah-qahtan-...).
+
+DE (interrupt disable-enable) gives the lowest latency and overhead at light and normal load;
+NAPI with a small budget leaves CPU to applications past the saturation ("cliff") rate. Two
+thresholds around the cliff keep a load that hovers there from flapping between the two.
+Pure logic: no clock, no I/O.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Literal
+
+Mode = Literal["de", "napi"]
+
+
+def cliff_rate(r: float, mu: float) -> float:
+    """Packet rate (packets/s) where the host saturates: r/2 * (sqrt(1 + 4*mu/r) - 1).
+
+    1/r is the cost of one interrupt and 1/mu the cost of one packet, both in seconds.
+    """
+    if not (math.isfinite(r) and r > 0):
+        raise ValueError(f"r (1 / interrupt cost in s) must be > 0, got {r!r}")
+    if not (math.isfinite(mu) and mu > 0):
+        raise ValueError(f"mu (1 / per-packet cost in s) must be > 0, got {mu!r}")
+    return r / 2.0 * (math.sqrt(1.0 + 4.0 * mu / r) - 1.0)
+
+
+class HybridSwitch:
+    """DE below the cliff, NAPI above it, with hysteresis cliff1 = (1-e)*cliff, cliff2 = (1+e)*cliff."""
+
+    def __init__(self, cliff: float, epsilon: float = 0.15) -> None:
+        if not (math.isfinite(cliff) and cliff > 0):
+            raise ValueError(f"cliff must be a packet rate > 0, got {cliff!r}")
+        if not 0 <= epsilon < 1:
+            raise ValueError(f"epsilon must be in [0, 1), got {epsilon!r}")
+        self.cliff = float(cliff)
+        self.epsilon = epsilon
+        self.cliff1 = (1.0 - epsilon) * self.cliff
+        self.cliff2 = (1.0 + epsilon) * self.cliff
+        self.mode: Mode = "de"
+        self.switches = 0
+
+    def update(self, rate: float) -> Mode:
+        """Feed an estimated packet rate; answer the mode to be in."""
+        if not (math.isfinite(rate) and rate >= 0):
+            raise ValueError(f"rate must be a packet rate >= 0, got {rate!r}")
+        if self.mode == "de" and rate > self.cliff2:
+            self.mode = "napi"
+            self.switches += 1
+        elif self.mode == "napi" and rate < self.cliff1:
+            self.mode = "de"
+            self.switches += 1
+        return self.mode
+
+
+class PacketRateEstimator:
+    """Packet rate from a cumulative packet counter read once per fixed window.
+
+    As in Salah et al.'s estimator: one counter read per window, no per-packet work, and
+    exponential smoothing with a power-of-two weight, est += (sample - est) >> shift, so a
+    driver could do it with shifts. shift=0 is no smoothing; shift=1 halves each error.
+    """
+
+    def __init__(self, window_s: float, shift: int = 1) -> None:
+        if not (math.isfinite(window_s) and window_s > 0):
+            raise ValueError(f"window_s must be > 0 seconds, got {window_s!r}")
+        if not 0 <= shift <= 8:
+            raise ValueError(f"shift must be 0..8, got {shift!r}")
+        self.window_s = window_s
+        self.shift = shift
+        self._last: int | None = None
+        self._estimate: int | None = None  # packets/s, integer as a driver would keep it
+
+    @property
+    def rate(self) -> float | None:
+        return None if self._estimate is None else float(self._estimate)
+
+    def update(self, packets_total: int) -> float | None:
+        """Read the counter at the end of one window; returns the smoothed rate (None at first read)."""
+        if packets_total < 0:
+            raise ValueError(f"packet counter must be >= 0, got {packets_total!r}")
+        last, self._last = self._last, int(packets_total)
+        if last is None or packets_total < last:  # first read, or the counter was reset
+            return self.rate
+        sample = int((packets_total - last) / self.window_s)
+        if self._estimate is None:
+            self._estimate = sample
+        else:
+            self._estimate += (sample - self._estimate) >> self.shift
+        return self.rate
+
+
+def cliff_from_sweep(
+    rows: list[tuple[float, float, float]],
+    cpu_limit: float = 0.95,
+    min_slope: float = 0.5,
+) -> float:
+    """The cliff from a calibration sweep of (offered pps, system CPU fraction, delivered pps).
+
+    Salah & Qahtan take the rate where system CPU nears 100% and throughput flattens: the lowest
+    offered rate whose CPU reaches ``cpu_limit``, or after which each further offered packet
+    adds less than ``min_slope`` delivered packets, whichever comes first.
+    """
+    if len(rows) < 2:
+        raise ValueError(f"a calibration sweep needs at least 2 rows, got {len(rows)}")
+    ordered = sorted(rows)
+    for rate, cpu, delivered in ordered:
+        if not (rate > 0 and 0 <= cpu <= 1.5 and delivered >= 0):
+            raise ValueError(f"bad sweep row (rate {rate!r}, cpu {cpu!r}, delivered {delivered!r})")
+    for (rate, cpu, delivered), (nxt_rate, _, nxt_delivered) in zip(ordered, ordered[1:] + [ordered[-1]]):
+        if cpu >= cpu_limit:
+            return rate
+        if nxt_rate > rate and (nxt_delivered - delivered) < min_slope * (nxt_rate - rate):
+            return rate
+    raise ValueError(
+        f"the sweep never saturates (max CPU {max(c for _, c, _ in ordered):.2f}); sweep higher rates"
+    )

@@ -1,0 +1,417 @@
+"""Golden-section search for a VF's best interrupt rate, as an ask/tell state machine.
+
+Wu & Wang's search (seeds/wu-wang-...) with the fixes issue 3 asks for:
+
+* it maximises (their pseudo-code keeps the wrong end; the literal form lives in peers.py);
+* it reuses the surviving interior point, so each step costs one measurement, not two;
+* it searches the logarithm of the rate, so the three decades 956..488281/s cost few steps;
+* a difference inside the noise margin is not a decision: the point with fewer samples is
+  measured again (bounded), and a tie that survives goes to the lower rate;
+* on a plateau it answers the lowest rate whose throughput stays within a margin of the best,
+  but never a longer interval than ``max_interval_us`` so latency stays sane;
+* do no harm: it measures the incumbent setting first and keeps it unless the result,
+  re-measured at the end, is at least as good.
+
+Pure logic: no clock, no I/O. The caller measures what ask() returns and tell()s the result.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Callable
+
+from vftune.hostdriver.base import ITR_MAX_RATE, ITR_MIN_RATE, Capabilities, usecs_to_itr
+
+GOLDEN = (math.sqrt(5.0) - 1.0) / 2.0  # 0.618..., the paper's CutRate
+
+# Phases of one search, in order.
+BASELINE = "baseline"  # measuring the incumbent setting
+SEARCH = "search"  # golden-section steps
+CONFIRM = "confirm"  # re-measuring the chosen rate
+DONE = "done"
+
+
+@dataclass(frozen=True)
+class Probe:
+    itr: int
+    throughput: float
+
+
+class ItrSearch:
+    """Maximise throughput(itr) over [low, high] interrupts/s.
+
+    ``tolerance`` is the paper's accept interval in interrupts/s; the search also stops when
+    the bracket's high/low ratio is within ``rel_tolerance`` (high rates are coarse on the
+    82599 anyway: 488281/s is one 2.048-us step, 244140/s two) or when both interior points
+    fall on the same hardware step.
+
+    With ``quantize`` (e.g. hostdriver.base.quantize_itr) only deliverable rates are probed;
+    when both interior points land on one hardware step, up to ``max_step_scans`` other steps
+    left inside the bracket are measured directly.
+
+    ``incumbent`` is the rate in force before the search (0 = the VF's own adaptive ITR);
+    when given, ask() first returns it so the search can be compared with it at the end.
+    """
+
+    def __init__(
+        self,
+        low: float,
+        high: float,
+        tolerance: float,
+        *,
+        rel_tolerance: float = 0.2,
+        margin: float = 0.02,
+        plateau_margin: float = 0.01,
+        harm_margin: float = 0.005,
+        max_repeats: int = 3,
+        max_repeats_per_step: int = 2,
+        max_interval_us: float = 250.0,
+        incumbent: float | None = None,
+        incumbent_throughput: float | None = None,
+        confirm: bool = True,
+        max_confirms: int = 2,
+        max_step_scans: int = 2,
+        quantize: Callable[[float], float] | None = None,
+    ) -> None:
+        if not (math.isfinite(low) and low > 0):
+            raise ValueError(f"low must be a positive interrupt rate, got {low!r}")
+        if not (math.isfinite(high) and high > low):
+            raise ValueError(f"high must be above low ({low!r}), got {high!r}")
+        if not tolerance > 0:
+            raise ValueError(f"tolerance must be > 0 interrupts/s, got {tolerance!r}")
+        for name, value in (
+            ("rel_tolerance", rel_tolerance),
+            ("margin", margin),
+            ("plateau_margin", plateau_margin),
+            ("harm_margin", harm_margin),
+        ):
+            if not 0 <= value < 1:
+                raise ValueError(f"{name} must be in [0, 1), got {value!r}")
+        if max_repeats < 0 or max_repeats_per_step < 0 or max_confirms < 1:
+            raise ValueError(
+                f"repeat and confirm counts must be >= 0 (confirms >= 1), got "
+                f"{max_repeats!r}/{max_repeats_per_step!r}/{max_confirms!r}"
+            )
+        if not max_interval_us > 0:
+            raise ValueError(f"max_interval_us must be > 0, got {max_interval_us!r}")
+        if incumbent is not None and incumbent < 0:
+            raise ValueError(f"incumbent must be >= 0 interrupts/s (0 = adaptive), got {incumbent!r}")
+
+        self.low = float(low)
+        self.high = float(high)
+        self.tolerance = float(tolerance)
+        self.rel_tolerance = rel_tolerance
+        self.margin = margin
+        self.plateau_margin = plateau_margin
+        self.harm_margin = harm_margin
+        self.max_interval_us = max_interval_us
+        self._quantize = quantize
+        self._repeats_left = max_repeats
+        self._max_repeats_per_step = max_repeats_per_step
+        self._step_repeats = 0
+        self._confirm = confirm
+        self._confirms_left = max_confirms
+        self._scans_left = max_step_scans
+
+        self.incumbent: int | None = None if incumbent is None else int(round(incumbent))
+        self.incumbent_throughput: float | None = incumbent_throughput
+        self.history: list[Probe] = []
+        self._samples: dict[int, list[float]] = {}
+
+        # Bracket [a, b] and interior points c < d, all in ln(rate).
+        self._a = math.log(self.low)
+        self._b = math.log(self.high)
+        self._c = self._b - GOLDEN * (self._b - self._a)
+        self._d = self._a + GOLDEN * (self._b - self._a)
+        self._choice: int | None = None
+        self._best: int | None = None
+        self.outcome = ""  # one line: what the search decided and why
+        self.phase = BASELINE if self.incumbent is not None and incumbent_throughput is None else SEARCH
+        self._pending: int | None = None
+        self._advance()
+
+    # ---- public interface -------------------------------------------------------------
+
+    def ask(self) -> int | None:
+        """The next rate to measure in interrupts/s (0 = adaptive), or None once converged."""
+        return self._pending
+
+    def tell(self, itr: float, throughput: float) -> None:
+        """Record the throughput measured at the rate ask() returned last."""
+        if self._pending is None:
+            raise ValueError(f"tell({itr!r}) after the search converged; start a new search")
+        if int(round(itr)) != self._pending:
+            raise ValueError(f"tell({itr!r}) does not match the rate asked, {self._pending}")
+        if not (math.isfinite(throughput) and throughput >= 0):
+            raise ValueError(f"throughput must be a finite number >= 0, got {throughput!r}")
+        self.history.append(Probe(self._pending, float(throughput)))
+        if self.phase == BASELINE:
+            self.incumbent_throughput = float(throughput)
+            self.phase = SEARCH
+        else:
+            self._samples.setdefault(self._pending, []).append(float(throughput))
+        self._advance()
+
+    @property
+    def converged(self) -> bool:
+        return self.phase == DONE
+
+    @property
+    def best(self) -> int | None:
+        """The chosen rate once converged; before that the best measured so far."""
+        if self.phase == DONE:
+            return self._best
+        if not self._samples:
+            return self.incumbent
+        return max(self._samples, key=lambda r: (self.mean(r), -r))
+
+    @property
+    def probes(self) -> int:
+        """Measurements told so far, the incumbent's included."""
+        return len(self.history)
+
+    @property
+    def bracket(self) -> tuple[float, float]:
+        """The current bracket in interrupts/s."""
+        return (math.exp(self._a), math.exp(self._b))
+
+    def expected_probes(self) -> int:
+        """Probes so far plus the ones a noise-free run still needs (for progress lines)."""
+        if self.phase == DONE:
+            return self.probes
+        steps = self._steps_left()
+        remaining = steps + (1 if self._confirm else 0)
+        if self.phase == BASELINE:
+            remaining += 1 + 2  # the incumbent, then both first interior points
+        elif self.phase == SEARCH:
+            remaining += sum(1 for p in (self._c, self._d) if self._rate(p) not in self._samples)
+        return self.probes + remaining
+
+    def mean(self, itr: int) -> float:
+        values = self._samples[itr]
+        return sum(values) / len(values)
+
+    def measured(self) -> dict[int, float]:
+        """Mean throughput by rate over every search measurement (incumbent excluded)."""
+        return {r: self.mean(r) for r in sorted(self._samples)}
+
+    # ---- internals --------------------------------------------------------------------
+
+    def _rate(self, x: float) -> int:
+        rate = math.exp(x)
+        if self._quantize is not None:
+            rate = self._quantize(rate)
+        return int(round(rate))
+
+    def _narrow_enough(self) -> bool:
+        lo, hi = math.exp(self._a), math.exp(self._b)
+        return (
+            hi - lo <= self.tolerance
+            or hi / lo <= 1.0 + self.rel_tolerance
+            or self._rate(self._c) == self._rate(self._d)
+        )
+
+    def _unmeasured_step(self) -> int | None:
+        """When both interior points fall on one hardware step, the bracket may still hold a
+        few other steps the cuts never reached (high rates are 1, 2, 3 ... 2.048-us steps):
+        measure those nearest the best so far, a bounded number of them."""
+        if self._quantize is None or self._rate(self._c) != self._rate(self._d):
+            return None
+        if self._scans_left <= 0:
+            return None
+        grid = {self._rate(self._a + (self._b - self._a) * i / 32.0) for i in range(33)}
+        lo, hi = math.exp(self._a), math.exp(self._b)
+        todo = [r for r in grid if r not in self._samples and lo * 0.999 <= r <= hi * 1.001]
+        if not todo:
+            return None
+        self._scans_left -= 1
+        centre = math.log(self.best or self._rate(self._c))
+        return min(todo, key=lambda r: abs(math.log(r) - centre))
+
+    def _steps_left(self) -> int:
+        if self.phase not in (BASELINE, SEARCH) or self._narrow_enough():
+            return 0
+        width = self._b - self._a
+        centre = math.exp((self._a + self._b) / 2.0)
+        # Target log-width: whichever stop rule bites first near the bracket's centre.
+        target = max(math.log1p(self.rel_tolerance), math.log1p(self.tolerance / centre))
+        if width <= target:
+            return 0
+        return max(0, math.ceil(math.log(width / target) / -math.log(GOLDEN)) - 1)
+
+    def _advance(self) -> None:
+        """Move the state machine on until it needs a measurement or is done."""
+        while True:
+            if self.phase == BASELINE:
+                self._pending = self.incumbent
+                return
+            if self.phase == SEARCH:
+                if self._narrow_enough():
+                    if not self._samples:  # a bracket narrow from the start: measure its middle
+                        self._pending = self._rate((self._a + self._b) / 2.0)
+                        return
+                    gap = self._unmeasured_step()
+                    if gap is not None:
+                        self._pending = gap
+                        return
+                    self._choice = self._select()
+                    self.phase = CONFIRM if self._confirm else DONE
+                    if self.phase == DONE:
+                        self._finish()
+                        self._pending = None
+                        return
+                    continue
+                need = self._search_step()
+                if need is not None:
+                    self._pending = need
+                    return
+                continue
+            if self.phase == CONFIRM:
+                assert self._choice is not None
+                confirmed = len(self._samples.get(self._choice, ())) >= 2
+                if not confirmed and self._confirms_left > 0:
+                    self._confirms_left -= 1
+                    self._pending = self._choice
+                    return
+                # The re-measurement may show the choice was a lucky sample: choose again.
+                again = self._select()
+                if again != self._choice and self._confirms_left > 0 and len(self._samples[again]) < 2:
+                    self._choice = again
+                    continue
+                self._choice = again
+                self.phase = DONE
+                self._finish()
+                self._pending = None
+                return
+            self._pending = None
+            return
+
+    def _search_step(self) -> int | None:
+        """One golden-section comparison; returns a rate to measure, or None after a cut."""
+        rc, rd = self._rate(self._c), self._rate(self._d)
+        if rc not in self._samples:
+            return rc
+        if rd not in self._samples:
+            return rd
+        mc, md = self.mean(rc), self.mean(rd)
+        if md > mc * (1.0 + self.margin):
+            self._cut_low()
+        elif mc > md * (1.0 + self.margin):
+            self._cut_high()
+        elif self._step_repeats < self._max_repeats_per_step and self._repeats_left > 0:
+            # Inside the noise margin: measure again rather than follow noise. The point
+            # with fewer samples first; on equal counts the one measured longer ago.
+            self._step_repeats += 1
+            self._repeats_left -= 1
+            return min((rc, rd), key=lambda r: (len(self._samples[r]), self._last_told(r)))
+        else:
+            # Still a tie: a plateau. Keep the lower part, which costs fewer interrupts.
+            self._cut_high()
+        self._step_repeats = 0
+        return None
+
+    def _last_told(self, itr: int) -> int:
+        for i in range(len(self.history) - 1, -1, -1):
+            if self.history[i].itr == itr:
+                return i
+        return -1
+
+    def _cut_low(self) -> None:
+        """The maximum lies in [c, b]: drop [a, c); d survives as the new c."""
+        self._a, self._c = self._c, self._d
+        self._d = self._a + GOLDEN * (self._b - self._a)
+
+    def _cut_high(self) -> None:
+        """The maximum lies in [a, d]: drop (d, b]; c survives as the new d."""
+        self._b, self._d = self._d, self._c
+        self._c = self._b - GOLDEN * (self._b - self._a)
+
+    def _select(self) -> int:
+        """Lowest measured rate within the plateau margin of the best, above the latency floor."""
+        means = self.measured()
+        top = max(means.values())
+        floor = 1e6 / self.max_interval_us
+        eligible = [r for r, m in means.items() if m >= top * (1.0 - self.plateau_margin) and r >= floor]
+        if eligible:
+            return min(eligible)
+        return max(means, key=lambda r: (means[r], -r))
+
+    def _finish(self) -> None:
+        assert self._choice is not None
+        chosen = self._choice
+        value = self.mean(chosen)
+        inc = self.incumbent_throughput
+        if self.incumbent is None or inc is None:
+            self._best = chosen
+            self.outcome = f"best {chosen}/s"
+            return
+        gain = (value / inc - 1.0) if inc > 0 else math.inf
+        if chosen == self.incumbent or value >= inc * (1.0 - self.harm_margin):
+            self._best = chosen
+            self.outcome = f"best {chosen}/s ({_pct(gain)} vs incumbent)"
+        else:
+            self._best = self.incumbent
+            self.outcome = (
+                f"kept incumbent {_rate_label(self.incumbent)}: best probe {chosen}/s "
+                f"measured {_pct(gain)}"
+            )
+
+
+def _pct(x: float) -> str:
+    return "new" if math.isinf(x) else f"{x * 100:+.1f}%"
+
+
+def _rate_label(itr: int) -> str:
+    return "adaptive" if itr == 0 else f"{itr}/s"
+
+
+# ---- brackets ---------------------------------------------------------------------------
+
+
+def bracket_from_capabilities(caps: Capabilities) -> tuple[int, int]:
+    """The VF search bracket: what the host says the tuner may ask for."""
+    low, high = int(caps.itr_min), int(caps.itr_max)
+    if not 0 < low < high:
+        raise ValueError(f"capabilities give an empty ITR bracket: itr_min={low}, itr_max={high}")
+    return low, high
+
+
+# ixgbe keeps rx-usecs << 2; these are the thresholds of ixgbe_update_rsc and ixgbe_set_coalesce.
+_RSC_MAX_USECS = 6  # IXGBE_MIN_RSC_ITR (24) >> 2: at or below, RSC is off
+_WTHRESH_USECS = 10  # IXGBE_100K_ITR (40) >> 2: crossing it rewrites TXDCTL.WTHRESH
+
+
+def pf_safe_bracket(
+    current_rx_usecs: int,
+    lro: bool,
+    itr_min: int = ITR_MIN_RATE,
+    itr_max: int = ITR_MAX_RATE,
+) -> tuple[int, int]:
+    """Rates a PF's rx-usecs may take from ``current_rx_usecs`` without resetting the port.
+
+    On an 82599 (ixgbe_set_coalesce): going across 10 us (either way; adaptive counts as the
+    high side, 0 = unthrottled as the low side) changes TXDCTL.WTHRESH and resets; with LRO on,
+    going across 6 us toggles RSC and resets. So the bracket stays on the current side of both.
+    """
+    if current_rx_usecs < 0 or current_rx_usecs > 1022:
+        raise ValueError(f"current rx-usecs must be 0..1022, got {current_rx_usecs}")
+    adaptive = current_rx_usecs == 1
+    if adaptive or current_rx_usecs >= _WTHRESH_USECS:
+        lo_us, hi_us = _WTHRESH_USECS, 1022
+    elif lro and current_rx_usecs <= _RSC_MAX_USECS:  # RSC already off (0 included)
+        lo_us, hi_us = 2, _RSC_MAX_USECS
+    elif lro:
+        lo_us, hi_us = _RSC_MAX_USECS + 1, _WTHRESH_USECS - 1
+    else:
+        lo_us, hi_us = 2, _WTHRESH_USECS - 1
+    # The driver keeps even microseconds (odd values round down in EITR's 2-us field).
+    lo_us += lo_us % 2
+    hi_us -= hi_us % 2
+    high = min(itr_max, usecs_to_itr(lo_us))
+    low = max(itr_min, usecs_to_itr(hi_us))
+    if low > high:
+        raise ValueError(
+            f"no safe PF rx-usecs range from {current_rx_usecs} us within {itr_min}..{itr_max}/s"
+        )
+    return low, high
