@@ -1,0 +1,203 @@
+"""SearchTuner's state machine on a synthetic VfSample stream (not the simulator).
+
+The synthetic VF delivers curve(itr) bits/s, exposes its byte counters only every
+``refresh`` ticks like unpatched ixgbe, and counts one interrupt per packet up to the ITR.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from dataclasses import dataclass, field
+from typing import Callable
+
+import pytest
+
+from vftune.agent.policy import ItrDecision, VfSample
+from vftune.agent.tuner import SearchTuner, TunerOptions, WindowMeter
+from vftune.hostdriver.base import Capabilities, quantize_itr
+
+PCI = "0000:03:10.0"
+ADAPTIVE_RATE = 20_000  # what the VF's own adaptive ITR runs at in this synthetic VF
+
+
+def curve(peak: float, top: float = 5e9) -> Callable[[float], float]:
+    return lambda r: top * math.exp(-((math.log(r / peak) / 1.5) ** 2))
+
+
+@dataclass
+class SyntheticVf:
+    f: Callable[[float], float]
+    refresh: int = 1
+    noise: float = 0.0
+    seed: int = 0
+    irq_visible: bool = True
+    packet_bytes: float = 1500.0
+    itr: int = 0
+    t: int = 0
+    decisions: list[tuple[int, ItrDecision]] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.rng = random.Random(self.seed)
+        self.true_bits = 0.0
+        self.shown_bits = 0.0
+        self.last_shown = 0.0
+
+    def rate(self) -> float:
+        return self.itr or ADAPTIVE_RATE
+
+    def sample(self) -> VfSample:
+        self.t += 1
+        bps = self.f(self.rate()) * (1 + self.rng.gauss(0, self.noise))
+        self.true_bits += bps
+        fresh = self.t % self.refresh == 0
+        if fresh:
+            self.shown_bits = self.true_bits
+        delta, self.last_shown = self.shown_bits - self.last_shown, self.shown_bits
+        pps = delta / 8 / self.packet_bytes
+        irqs = int(min(self.rate(), bps / 8 / self.packet_bytes)) if self.irq_visible else None
+        return VfSample(
+            pci=PCI, pf="enp3s0f0", t=float(self.t), dt=1.0, rx_pps=pps, rx_bps=delta, tx_pps=0.0,
+            tx_bps=0.0, interrupts_per_s=None if irqs is None else float(irqs), interrupts=irqs,
+            itr=self.itr, guest_cpu=None, fresh=fresh,
+        )
+
+    def run(self, tuner: SearchTuner, ticks: int) -> None:
+        for _ in range(ticks):
+            d = tuner.step(self.sample())
+            if d is not None:
+                self.decisions.append((self.t, d))
+                self.itr = quantize_itr(d.itr) if d.itr else 0
+
+
+def caps(refresh: float = 2.0) -> Capabilities:
+    return Capabilities(backend="synthetic", vf_itr=True, counter_refresh_s=refresh)
+
+
+def test_cold_search_converges_near_the_peak_and_then_holds_still():
+    vf = SyntheticVf(curve(48_000))
+    tuner = SearchTuner(PCI, caps())
+    vf.run(tuner, 120)
+    st = tuner.state()
+    assert st["phase"] == "holding"
+    assert abs(math.log(st["held_itr"] / 48_000)) < math.log(1.25)
+    assert st["probes"] <= 15
+    first = vf.decisions[0][1].reason
+    assert first.startswith("start: traffic seen") and "probe 1/" in first
+    converged = [d.reason for _, d in vf.decisions if d.reason.startswith("converged")]
+    assert len(converged) <= 1 and "vs incumbent" in (converged or [tuner.last_event])[0]
+    # Steady state: nothing changes for the next 5 minutes.
+    before = len(vf.decisions)
+    vf.run(tuner, 300)
+    assert len(vf.decisions) == before
+
+
+def test_each_probe_settles_and_measures_at_least_the_counter_period():
+    vf = SyntheticVf(curve(20_000))
+    tuner = SearchTuner(PCI, caps(2.0), {"settle_s": 1.0, "window_s": 1.0})
+    vf.run(tuner, 60)
+    times = [t for t, _ in vf.decisions]
+    # Window >= 2 s (the refresh period, not the 1-s option) plus the settle tick: >= 3 ticks apart.
+    assert all(b - a >= 3 for a, b in zip(times, times[1:]))
+
+
+def test_two_second_stale_counters_measure_like_fresh_ones():
+    fresh = SyntheticVf(curve(30_000), refresh=1)
+    stale = SyntheticVf(curve(30_000), refresh=2)
+    t_fresh, t_stale = SearchTuner(PCI, caps(2.0)), SearchTuner(PCI, caps(2.0))
+    fresh.run(t_fresh, 150)
+    stale.run(t_stale, 150)
+    # The zero / doubled 1-s deltas never reach the search: every told value is the true rate.
+    f = curve(30_000)
+    for probe in t_stale.search.history:
+        assert probe.throughput == pytest.approx(f(probe.itr), rel=1e-6)
+    assert t_stale.state()["held_itr"] == t_fresh.state()["held_itr"]
+
+
+def test_restart_after_n_interrupts_is_warm():
+    vf = SyntheticVf(curve(10_000))
+    tuner = SearchTuner(PCI, caps(), {"restart_interrupts": 200_000, "restart_intervals": 10_000})
+    vf.run(tuner, 200)
+    assert tuner.searches >= 2
+    reason = tuner.state()["last_restart_reason"]
+    assert reason.startswith("restart:") and "interrupts since convergence" in reason
+    # Warm: the second search brackets the held rate by x4 either way, not the whole range.
+    restarts = [d.reason for _, d in vf.decisions if "interrupts since convergence" in d.reason]
+    assert not restarts or "searching 956..488281" not in restarts[0]
+
+
+def test_without_visible_interrupts_only_intervals_restart():
+    vf = SyntheticVf(curve(10_000), irq_visible=False)
+    tuner = SearchTuner(PCI, caps(), {"restart_interrupts": 1, "restart_intervals": 40})
+    vf.run(tuner, 140)
+    assert tuner.searches >= 2
+    assert "intervals since convergence" in tuner.state()["last_restart_reason"]
+    assert tuner.state()["held_interrupts"] == 0
+
+
+def test_load_change_restarts_and_reconverges_within_20_probes():
+    phase = {"peak": 48_000, "top": 5e9}
+    vf = SyntheticVf(lambda r: curve(phase["peak"], phase["top"])(r), noise=0.005, seed=4)
+    tuner = SearchTuner(PCI, caps())
+    vf.run(tuner, 150)
+    assert tuner.state()["phase"] == "holding"
+    phase.update(peak=6_000, top=2.5e9)  # fewer, busier guests: half the load, lower best rate
+    vf.run(tuner, 150)
+    st = tuner.state()
+    assert st["last_restart_reason"].startswith("restart: load changed")
+    assert st["phase"] == "holding" and st["probes"] <= 20
+    assert abs(math.log(st["held_itr"] / 6_000)) < math.log(1.3)
+
+
+def test_idle_vf_is_left_alone_and_traffic_starts_a_search():
+    level = {"bps": 0.0}
+    vf = SyntheticVf(lambda r: level["bps"])
+    tuner = SearchTuner(PCI, caps())
+    vf.run(tuner, 30)
+    assert vf.decisions == [] and tuner.state()["phase"] == "idle"
+    level["bps"] = 3e9
+    vf.run(tuner, 10)
+    assert tuner.state()["phase"] == "probing"
+
+
+def test_a_probe_the_host_does_not_apply_is_retried_then_abandoned():
+    vf = SyntheticVf(curve(48_000))
+    tuner = SearchTuner(PCI, caps(), {"max_apply_misses": 2})
+    decisions = []
+    for _ in range(20):  # the host ignores every decision: the VF stays adaptive
+        d = tuner.step(vf.sample())
+        if d:
+            decisions.append(d.reason)
+    assert any("re-apply" in r for r in decisions)
+    assert tuner.state()["phase"] == "idle"
+    assert "probe not applied" in tuner.last_event
+
+
+def test_state_is_a_plain_readable_dict():
+    tuner = SearchTuner(PCI, caps())
+    st = tuner.state()
+    for key in ("phase", "probes", "bracket", "best", "last_restart_reason"):
+        assert key in st
+    assert st["bracket"] == [956, 488281]
+
+
+def test_bad_options_are_named():
+    with pytest.raises(ValueError, match="settle_s"):
+        TunerOptions(settle_s=-1)
+    with pytest.raises(ValueError, match="unknown tuner option 'windw_s'"):
+        SearchTuner(PCI, caps(), {"windw_s": 2})
+    with pytest.raises(ValueError, match="warm_span"):
+        TunerOptions(warm_span=1.0)
+
+
+def test_window_meter_cuts_on_fresh_samples_after_settle():
+    meter = WindowMeter(2.0)
+    meter.start(change_t=10.0, settle_s=1.0)
+
+    def s(t: float, bps: float, fresh: bool) -> VfSample:
+        return VfSample(PCI, "pf", t, 1.0, bps / 12000, bps, 0, 0, None, None, 5000, None, fresh)
+
+    assert meter.add(s(11, 9e9, True)) is None  # opens the window; its bytes are settling
+    assert meter.add(s(12, 0.0, False)) is None  # stale: counters did not move
+    w = meter.add(s(13, 4e9, True))  # the refresh carries both seconds
+    assert w is not None and w.duration == 2.0 and w.bps == pytest.approx(2e9)
