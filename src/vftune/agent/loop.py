@@ -1,0 +1,235 @@
+"""The agent: one snapshot per tick -> policies -> actuators -> store.
+
+Every write goes through the host driver, which reads it back; the agent
+records what it asked, what was there before and what the host now shows, and
+on stop asks the driver to restore everything it changed.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from vftune.agent.policy import (
+    ItrDecision,
+    ModeDecision,
+    PfController,
+    PfControllerFactory,
+    PfSample,
+    VfPolicy,
+    VfPolicyFactory,
+    VfSample,
+)
+from vftune.agent.sampling import RateDeriver
+from vftune.hostdriver.base import Applied, HostDriver, HostError, Inventory
+from vftune.store.db import Decision, Store
+
+log = logging.getLogger("vftune.agent")
+
+
+@dataclass
+class AgentConfig:
+    interval: float = 1.0  # seconds of host time between ticks
+    retention: float = 24 * 3600.0  # keep raw samples this long
+    prune_every: int = 600  # ticks between retention passes
+
+
+@dataclass
+class VfState:
+    """What the API shows for one VF: the latest sample and what the agent set."""
+
+    sample: VfSample | None = None
+    itr: int = 0  # what the agent set (read back); 0 = the VF's own adaptive ITR
+    policy: str = ""
+    policy_state: dict[str, Any] = field(default_factory=dict)
+    last_decision: str | None = None
+
+
+@dataclass
+class PfState:
+    sample: PfSample | None = None
+    mode: str = "napi"
+    napi_budget: int | None = None
+    controller: str = ""
+    last_decision: str | None = None
+
+
+class Agent:
+    def __init__(
+        self,
+        host: HostDriver,
+        store: Store | None,
+        vf_policy: VfPolicyFactory,
+        pf_controller: PfControllerFactory,
+        config: AgentConfig | None = None,
+        wall_offset: float | None = None,
+    ) -> None:
+        self.host = host
+        self.store = store
+        self.config = config or AgentConfig()
+        self.caps = host.capabilities()
+        self._vf_policy_factory = vf_policy
+        self._pf_controller_factory = pf_controller
+        self._deriver = RateDeriver()
+        self._policies: dict[str, VfPolicy] = {}
+        self._controllers: dict[str, PfController] = {}
+        self.vfs: dict[str, VfState] = {}
+        self.pfs: dict[str, PfState] = {}
+        self.inventory = Inventory(pfs=())
+        self.ticks = 0
+        self.last_tick_wall: float | None = None
+        self.started_wall = time.time()
+        # Host clock -> Unix time, so records from a simulated clock land on a real timeline.
+        self._wall_offset = wall_offset if wall_offset is not None else time.time() - host.now()
+        self.lock = threading.Lock()  # guards vfs/pfs/inventory for API readers
+        self.observers: list[Callable[["Agent", list[VfSample], list[PfSample]], None]] = []
+        self._run_id: int | None = None
+
+    def wall(self, host_time: float) -> float:
+        return host_time + self._wall_offset
+
+    # -- inventory ----------------------------------------------------------
+
+    def refresh_inventory(self) -> None:
+        inv = self.host.inventory()
+        with self.lock:
+            self.inventory = inv
+            for vf in inv.vfs():
+                if vf.pci not in self._policies:
+                    policy = self._vf_policy_factory(vf.pci, self.caps)
+                    self._policies[vf.pci] = policy
+                    self.vfs[vf.pci] = VfState(policy=policy.name)
+            for pf in inv.pfs:
+                if pf.name not in self._controllers:
+                    ctl = self._pf_controller_factory(pf.name, self.caps)
+                    self._controllers[pf.name] = ctl
+                    self.pfs[pf.name] = PfState(controller=ctl.name)
+            # VFs that went away (guest stopped, VFs disabled) stop being tuned.
+            gone = set(self._policies) - {vf.pci for vf in inv.vfs()}
+            for pci in gone:
+                del self._policies[pci]
+                del self.vfs[pci]
+        if self.store is not None:
+            self.store.record_inventory(inv, self.wall(self.host.now()))
+
+    # -- one tick -----------------------------------------------------------
+
+    def tick(self) -> None:
+        snap = self.host.snapshot()
+        for err in snap.errors:
+            log.warning("snapshot: %s", err)
+        itrs = {pci: st.itr for pci, st in self.vfs.items()}
+        modes = {name: st.mode for name, st in self.pfs.items()}
+        vf_samples, pf_samples = self._deriver.derive(snap, self.inventory, itrs, modes)
+        now = self.wall(snap.time)
+        decisions: list[Decision] = []
+        for s in vf_samples:
+            decision = self._policies[s.pci].step(s)
+            if decision is not None:
+                decisions.append(self._apply_itr(s.pci, decision, now))
+        for p in pf_samples:
+            ctl = self._controllers.get(p.pf)
+            if ctl is None:
+                continue
+            mode_decision = ctl.step(p)
+            if mode_decision is not None:
+                decisions.extend(self._apply_mode(p.pf, mode_decision, now))
+        with self.lock:
+            for s in vf_samples:
+                st = self.vfs.get(s.pci)
+                if st is not None:
+                    st.sample = s
+                    state = getattr(self._policies[s.pci], "state", None)
+                    st.policy_state = state() if callable(state) else {}
+            for p in pf_samples:
+                if p.pf in self.pfs:
+                    self.pfs[p.pf].sample = p
+            self.ticks += 1
+            self.last_tick_wall = time.time()
+        if self.store is not None:
+            self.store.record_tick(now, vf_samples, pf_samples, decisions)
+            if self.ticks % self.config.prune_every == 0:
+                self.store.prune(now - self.config.retention)
+        for observer in self.observers:
+            observer(self, vf_samples, pf_samples)
+
+    def _apply_itr(self, pci: str, decision: ItrDecision, t: float) -> Decision:
+        applied = self._call(lambda: self.host.set_vf_itr(pci, decision.itr), pci, "itr", decision.itr)
+        st = self.vfs[pci]
+        if applied.ok:
+            st.itr = int(applied.applied or 0)
+        st.last_decision = decision.reason
+        self._log_applied(applied, decision.reason)
+        return Decision(t, pci, "itr", applied.old, decision.itr, applied.applied, applied.ok,
+                        decision.reason, applied.error)
+
+    def _apply_mode(self, pf: str, decision: ModeDecision, t: float) -> list[Decision]:
+        applied = self._call(
+            lambda: self.host.set_pf_rx_mode(pf, decision.mode, decision.napi_budget),
+            pf, "rx_mode", decision.mode,
+        )
+        st = self.pfs[pf]
+        if applied.ok:
+            st.mode = str(applied.applied)
+            st.napi_budget = decision.napi_budget
+        st.last_decision = decision.reason
+        self._log_applied(applied, decision.reason)
+        return [Decision(t, pf, "rx_mode", applied.old, decision.mode, applied.applied, applied.ok,
+                         decision.reason, applied.error)]
+
+    @staticmethod
+    def _call(write: Callable[[], Applied], target: str, setting: str, requested: object) -> Applied:
+        try:
+            return write()
+        except HostError as exc:
+            return Applied(target, setting, requested, None, None, ok=False, error=str(exc))
+
+    @staticmethod
+    def _log_applied(a: Applied, reason: str) -> None:
+        if a.ok:
+            log.info("%s %s: %s -> %s (%s)", a.target, a.setting, a.old, a.applied, reason)
+        else:
+            log.warning("%s %s: could not set %s: %s", a.target, a.setting, a.requested, a.error)
+
+    # -- lifecycle ----------------------------------------------------------
+
+    def start(self, detail: str = "") -> None:
+        self.refresh_inventory()
+        if self.store is not None:
+            self._run_id = self.store.start_run(self.wall(self.host.now()), self.host.name, detail)
+        # First snapshot only primes the rate deriver.
+        self.tick()
+
+    def run(self, stop: threading.Event) -> None:
+        """Tick until `stop` is set; the caller then calls shutdown()."""
+        while not stop.is_set():
+            self.host.sleep(self.config.interval)
+            if stop.is_set():
+                break
+            try:
+                self.tick()
+            except HostError as exc:
+                log.warning("tick skipped: %s", exc)
+
+    def shutdown(self) -> list[Applied]:
+        """Undo every write and record it: nothing is left on a port that is not accounted for."""
+        restored = self.host.restore()
+        t = self.wall(self.host.now())
+        decisions = [
+            Decision(t, a.target, a.setting, a.old, a.requested, a.applied, a.ok,
+                     "restore on stop", a.error)
+            for a in restored
+        ]
+        for a in restored:
+            self._log_applied(a, "restore on stop")
+        with self.lock:
+            for st in self.vfs.values():
+                st.itr = 0
+        if self.store is not None:
+            self.store.record_decisions(decisions)
+            if self._run_id is not None:
+                self.store.stop_run(self._run_id, t)
+        return restored
