@@ -11,6 +11,8 @@ import click
 COMMAND_MODULES = [
     "run",
     "status",
+    "inventory",
+    "sim",
 ]
 
 
@@ -26,4 +28,4 @@ for _name in COMMAND_MODULES:
 
 def main() -> None:
     # click exits 2 on usage errors by itself; keep tracebacks for real bugs only.
-    sys.exit(cli.main(standalone_mode=True))
+    sys.exit(cli.main(standalone_mode=True, auto_envvar_prefix="VFTUNE"))

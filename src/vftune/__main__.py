@@ -1,0 +1,3 @@
+from vftune.cli import main
+
+main()

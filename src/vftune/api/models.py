@@ -1,0 +1,125 @@
+"""Response models: the API's contract with orchestrators, and what /openapi.json documents."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+
+class ErrorBody(BaseModel):
+    error: str = Field(description="One line naming the problem and the value")
+
+
+class Health(BaseModel):
+    status: str = Field(description="ok, starting or stalled")
+    ticks: int
+    last_tick_age_s: float | None
+    backend: str
+
+
+class CapabilitiesOut(BaseModel):
+    backend: str
+    itr_min: int
+    itr_max: int
+    vf_itr: bool
+    rx_modes: list[str]
+    pf_coalesce: bool
+    napi_budget: bool
+    counter_refresh_s: float
+    missing: list[str]
+
+
+class PfOut(BaseModel):
+    name: str
+    pci: str
+    device_id: str
+    driver: str
+    num_vfs: int
+    total_vfs: int
+    mode: str
+    napi_budget: int | None
+    controller: str
+    rx_pps: float | None
+    rx_bps: float | None
+    last_decision: str | None
+
+
+class CostFit(BaseModel):
+    alpha: float = Field(description="CPU seconds per million bytes")
+    beta: float = Field(description="CPU seconds per thousand packets")
+    gamma: float = Field(description="CPU seconds per thousand interrupts")
+    rows: int
+    t: float
+
+
+class HostOut(BaseModel):
+    backend: str
+    detail: str
+    started: float
+    interval_s: float
+    ticks: int
+    vf_count: int
+    capabilities: CapabilitiesOut
+    pfs: list[PfOut]
+    ignored: list[dict[str, str]]
+    cost_fit: CostFit | None = None
+    extra: dict[str, Any] = Field(default_factory=dict)
+
+
+class VfOut(BaseModel):
+    pci: str
+    pf: str
+    index: int
+    driver: str | None
+    guest: str | None
+    guest_uuid: str | None
+    itr: int = Field(description="interrupts/s set now; 0 = the VF's own adaptive ITR")
+    policy: str
+    rx_pps: float | None
+    rx_bps: float | None
+    tx_pps: float | None
+    tx_bps: float | None
+    interrupts_per_s: float | None
+    guest_cpu: float | None = Field(description="CPU seconds per second of the owning guest")
+    fresh: bool | None
+    updated: float | None
+    last_decision: str | None
+
+
+class VfDetail(VfOut):
+    policy_state: dict[str, Any]
+
+
+class SampleOut(BaseModel):
+    t: float
+    dt: float
+    rx_pps: float
+    rx_bps: float
+    tx_pps: float
+    tx_bps: float
+    interrupts_per_s: float | None
+    itr: int
+    guest_cpu: float | None
+    fresh: bool
+
+
+class DecisionOut(BaseModel):
+    id: int
+    t: float
+    target: str
+    setting: str
+    old: str | None
+    requested: str | None
+    applied: str | None
+    ok: bool
+    reason: str
+    error: str | None
+
+
+class History(BaseModel):
+    pci: str
+    since: float
+    until: float
+    samples: list[SampleOut]
+    decisions: list[DecisionOut]
