@@ -1,0 +1,75 @@
+"""`vftune run --sim --speed 50` as a real process: API, `vftune status`, SIGTERM restores every write."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import subprocess
+
+import httpx
+
+from conftest import VFTUNE
+
+
+def test_agent_serves_api_and_status_then_restores_on_sigterm(sim_agent):
+    sim_agent.wait_ticks(40)
+    url = sim_agent.url
+
+    host = httpx.get(f"{url}/v1/host").json()
+    assert host["backend"] == "sim" and host["vf_count"] >= 1
+    assert {pf["name"] for pf in host["pfs"]} == {"enp3s0f0", "enp3s0f1"}
+
+    vfs = httpx.get(f"{url}/v1/vfs").json()
+    assert len(vfs) == host["vf_count"]
+    busy = [vf for vf in vfs if (vf["rx_bps"] or 0) > 0]
+    assert busy, "the mixed host has traffic on some VFs"
+    tuned = [vf for vf in vfs if vf["itr"] != 0]
+    assert tuned, "the search policy has set an ITR on some VF after 40 ticks"
+
+    one = busy[0]["pci"]
+    detail = httpx.get(f"{url}/v1/vfs/{one}").json()
+    assert detail["pci"] == one and isinstance(detail["policy_state"], dict)
+    history = httpx.get(f"{url}/v1/vfs/{one}/history").json()
+    assert len(history["samples"]) >= 10
+    assert all(s["rx_bps"] >= 0 for s in history["samples"])
+    ts = [s["t"] for s in history["samples"]]
+    assert ts == sorted(ts)
+
+    # Errors an orchestrator can act on: JSON bodies that name the value.
+    missing = httpx.get(f"{url}/v1/vfs/0000:99:10.0")
+    assert missing.status_code == 404 and "0000:99:10.0" in missing.json()["error"]
+    bad = httpx.get(f"{url}/v1/vfs/not-a-pci")
+    assert bad.status_code == 422 and "error" in bad.json()
+    bad_since = httpx.get(f"{url}/v1/vfs/{one}/history", params={"since": "yesterday"})
+    assert bad_since.status_code == 422 and "yesterday" in bad_since.json()["error"]
+    backwards = httpx.get(f"{url}/v1/vfs/{one}/history", params={"since": "200", "until": "100"})
+    assert backwards.status_code == 422
+    assert "/v1/vfs/{vf}/history" in httpx.get(f"{url}/openapi.json").json()["paths"]
+    assert "vftune_vf_itr{" in httpx.get(f"{url}/metrics").text
+
+    out = subprocess.run([*VFTUNE, "status", "--url", url, "--json"], capture_output=True, text=True,
+                         check=True)
+    status = json.loads(out.stdout)
+    keys = {"pci", "pf", "index", "guest", "itr", "rx_pps", "rx_bps", "interrupts_per_s"}
+    assert status["vfs"] and all(keys <= set(vf) for vf in status["vfs"])
+    table = subprocess.run([*VFTUNE, "status", "--url", url], capture_output=True, text=True, check=True)
+    assert one in table.stdout and "enp3s0f0" in table.stdout
+
+    assert sim_agent.stop() == 0
+
+    con = sqlite3.connect(sim_agent.db)
+    changed = dict(con.execute(
+        "SELECT target, old FROM decisions WHERE setting = 'itr' AND ok = 1 AND reason != 'restore on stop'"
+        " GROUP BY target HAVING MIN(id) ORDER BY id"))
+    restored = dict(con.execute(
+        "SELECT target, applied FROM decisions WHERE setting = 'itr' AND reason = 'restore on stop'"))
+    assert changed and set(restored) == set(changed)
+    assert all(restored[t] == changed[t] for t in changed), "each VF is back at the value it had first"
+    assert con.execute("SELECT stopped FROM runs").fetchone()[0] is not None
+
+
+def test_status_without_agent_says_where_it_looked():
+    out = subprocess.run([*VFTUNE, "status", "--url", "http://127.0.0.1:9"], capture_output=True, text=True)
+    assert out.returncode == 1
+    assert "cannot reach the vftune agent at http://127.0.0.1:9" in out.stderr
+    assert "Traceback" not in out.stderr
