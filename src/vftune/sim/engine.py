@@ -1,0 +1,210 @@
+"""The simulated host's state over time: settings, counters, and the fluid model stepped forward.
+
+HostSim holds everything that changes (ITR settings, ixgbevf adaptive state, PF modes, cumulative
+counters) and advances it in steps of at most `step` seconds; within a step rates are constant,
+so counters at any instant inside it (the 2 s refresh points) are exact linear interpolations.
+`steady_state` evaluates the same model without noise for the sweep and the oracle.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from vftune.sim.adaptive import AdaptiveItr
+from vftune.sim.model import VfInput, VfRates, share_port
+from vftune.sim.noise import NoiseStream, NoNoise
+from vftune.sim.pfmode import STOCK_BUDGET, HostRx, HybridSwitch, cliff_pps, host_rx, pf_itr_cap
+from vftune.sim.workload import HostSpec, Idle, frame_bytes, wire_bytes
+
+COUNTER_REFRESH_S = 2.0  # ixgbe's service task copies VF counters this often
+MISSED_REFRESH_P = 0.02  # the service task is sometimes held off (resets, busy workqueue)
+RESET_BLACKOUT_S = 2.0  # a PF reset takes the port and its VFs down this long
+PF_NOISE_STREAM = 10_000  # noise stream ids for PF host traffic start here
+
+
+@dataclass
+class VfState:
+    itr_request: int = 0  # 0 = the guest's adaptive ITR
+    adaptive: AdaptiveItr = field(default_factory=AdaptiveItr)
+    # cumulative: rx_packets, rx_bytes, tx_packets, tx_bytes, interrupts
+    live: list[float] = field(default_factory=lambda: [0.0] * 5)
+    published: list[float] = field(default_factory=lambda: [0.0] * 5)
+    published_time: float = 0.0
+    prev_live: list[float] = field(default_factory=lambda: [0.0] * 5)  # at the start of the last step
+    last: VfRates | None = None
+
+    @property
+    def itr(self) -> int:
+        return self.itr_request if self.itr_request > 0 else self.adaptive.itr
+
+
+@dataclass
+class PfState:
+    rx_mode: str = "napi"  # the setting: napi, de or hybrid
+    napi_budget: int = STOCK_BUDGET
+    rx_usecs: int = 1
+    hybrid: HybridSwitch = field(default_factory=HybridSwitch)
+    mode_in_force: str = "napi"
+    rate_pps: float = 0.0
+    rx_packets: float = 0.0
+    rx_bytes: float = 0.0
+    blackout_until: float = -1.0
+    resets: int = 0
+    last: HostRx = field(default_factory=lambda: HostRx(0.0, 0.0, 0.0, 0.0))
+
+
+@dataclass(frozen=True)
+class HostRates:
+    vfs: list[VfRates]
+    pfs: list[HostRx]
+    guest_cpu: dict[str, float]  # seconds/second including background
+    host_kernel_cpu: float  # irq + softirq seconds/second
+
+
+class HostSim:
+    def __init__(self, spec: HostSpec, seed: int = 0, step: float = 0.5, noise: bool = True,
+                 patched_counters: bool | None = None) -> None:
+        if step <= 0:
+            raise ValueError(f"step must be positive, got {step}")
+        self.spec, self.seed, self.step = spec, seed, step
+        self.patched_counters = spec.patched_counters if patched_counters is None else patched_counters
+        self.t = 0.0
+        self.vfs = [VfState() for _ in spec.vfs]
+        self.pfs = [PfState() for _ in range(spec.num_pfs)]
+        if noise:
+            self.vf_noise = [NoiseStream(seed, i, spec.noise_sigma, spec.burst_gain) for i in range(len(spec.vfs))]
+            self.pf_noise = [NoiseStream(seed, PF_NOISE_STREAM + p, spec.noise_sigma, spec.burst_gain)
+                             for p in range(spec.num_pfs)]
+        else:
+            self.vf_noise = [NoNoise() for _ in spec.vfs]
+            self.pf_noise = [NoNoise() for _ in range(spec.num_pfs)]
+        self.guest_cpu = {vm.name: 0.0 for vm in spec.vms}
+        self.host_irq_cpu = 0.0
+        self._host_kernel_prev = 0.0
+        self._rng = np.random.default_rng([seed, 99_999])
+        # ixgbe's service timer runs at its own phase relative to our clock.
+        self._refresh_phase = float(self._rng.random()) * COUNTER_REFRESH_S
+        self._next_refresh = self._refresh_phase
+        self._cliffs: dict[tuple[int, int, int], float] = {}
+
+    # -- one evaluation of the model -------------------------------------------------------
+    def rates(self, t: float, itrs: list[int], host_kernel_prev: float) -> HostRates:
+        """Rates of every VF and PF at time t with these delivered ITRs."""
+        spec = self.spec
+        phase = spec.phase_index(t)
+        workloads = [spec.workload(vf, phase) for vf in spec.vfs]
+        active: dict[str, int] = {}
+        for vf, w in zip(spec.vfs, workloads):
+            if vf.guest is not None and not isinstance(w, Idle):
+                active[vf.guest] = active.get(vf.guest, 0) + 1
+        busy = sum(min(vm.vcpus, vm.background_cpu + active.get(vm.name, 0)) for vm in spec.vms)
+        share = min(1.0, max(0.05, spec.host_cpus - host_kernel_prev) / busy) if busy > 0 else 1.0
+        inputs: list[VfInput] = []
+        for i, (vf, w) in enumerate(zip(spec.vfs, workloads)):
+            cap_noise, load_noise = self.vf_noise[i].at(t)
+            if vf.guest is None:
+                vcpu = 1.0  # an unassigned VF's traffic would be handled on the host
+            else:
+                vm = spec.vm_by_name[vf.guest]
+                vcpu = min(1.0, (vm.vcpus - vm.background_cpu) / max(1, active.get(vm.name, 0)))
+            blackout = t < self.pfs[vf.pf].blackout_until
+            inputs.append(VfInput(w, itrs[i], share * vcpu * cap_noise, load_noise, blackout))
+        by_index: dict[int, VfRates] = {}
+        pf_rates: list[HostRx] = []
+        for p in range(spec.num_pfs):
+            idx = [i for i, vf in enumerate(spec.vfs) if vf.pf == p]
+            load = spec.host_load(p, phase)
+            pf = self.pfs[p]
+            lam = load.pps * self.pf_noise[p].at(t)[1] if t >= pf.blackout_until else 0.0
+            port_rates, host_wire = share_port([inputs[i] for i in idx], lam * wire_bytes(load.packet_bytes) * 8.0)
+            by_index.update(zip(idx, port_rates))
+            lam = host_wire / (wire_bytes(load.packet_bytes) * 8.0)
+            # Hybrid's sub-mode moves once per step in _step(), not per evaluation.
+            mode = pf.hybrid.mode if pf.rx_mode == "hybrid" else pf.rx_mode
+            pf_rates.append(host_rx(load, lam, mode, pf.napi_budget, pf_itr_cap(pf.rx_usecs, lam)))
+        vf_rates = [by_index[i] for i in range(len(inputs))]
+        guest_cpu = {vm.name: vm.background_cpu for vm in spec.vms}
+        for vf, r in zip(spec.vfs, vf_rates):
+            if vf.guest is not None:
+                guest_cpu[vf.guest] += r.guest_cpu
+        kernel = sum(r.host_cpu for r in vf_rates) + sum(r.kernel_cpu for r in pf_rates)
+        return HostRates(vf_rates, pf_rates, guest_cpu, kernel)
+
+    def _cliff(self, pf: int, phase: int) -> float:
+        rx_usecs = self.pfs[pf].rx_usecs
+        key = (pf, phase, rx_usecs)
+        if key not in self._cliffs:
+            self._cliffs[key] = cliff_pps(self.spec.host_load(pf, phase), rx_usecs)
+        return self._cliffs[key]
+
+    # -- time ------------------------------------------------------------------------------
+    def delivered_itrs(self) -> list[int]:
+        return [vf.itr for vf in self.vfs]
+
+    def advance(self, seconds: float) -> None:
+        end = self.t + seconds
+        while self.t < end - 1e-9:
+            self._step(min(self.step, end - self.t))
+
+    def _step(self, h: float) -> None:
+        t0 = self.t
+        phase = self.spec.phase_index(t0)
+        for p, pf in enumerate(self.pfs):
+            if pf.rx_mode == "hybrid":
+                pf.hybrid.update(pf.rate_pps, self._cliff(p, phase))
+        r = self.rates(t0, self.delivered_itrs(), self._host_kernel_prev)
+        self._host_kernel_prev = r.host_kernel_cpu
+        for vf, vr in zip(self.vfs, r.vfs):
+            vf.prev_live = vf.live
+            deltas = (vr.rx_pps * h, vr.rx_Bps * h, vr.tx_pps * h, vr.tx_Bps * h, vr.interrupts_per_s * h)
+            vf.live = [a + d for a, d in zip(vf.live, deltas)]
+            vf.last = vr
+            if vf.itr_request == 0:
+                vf.adaptive.update(deltas[1], deltas[3], deltas[4])
+        for p, (pf, pr) in enumerate(zip(self.pfs, r.pfs)):
+            load = self.spec.host_load(p, phase)
+            pf.rx_packets += pr.delivered_pps * h
+            pf.rx_bytes += pr.delivered_pps * h * frame_bytes(load.packet_bytes)
+            # The patched driver's estimator: shift-friendly smoothing over 8 ms windows settles
+            # well inside one step, so it reads the arrival rate of the step.
+            lam = load.pps * self.pf_noise[p].at(t0)[1] if t0 >= pf.blackout_until else 0.0
+            pf.rate_pps = lam
+            pf.mode_in_force = pf.hybrid.mode if pf.rx_mode == "hybrid" else pf.rx_mode
+            pf.last = pr
+        for name, cpu in r.guest_cpu.items():
+            self.guest_cpu[name] += cpu * h
+        self.host_irq_cpu += r.host_kernel_cpu * h
+        self.t = t0 + h
+        self._refresh_counters(t0, h)
+
+    def _refresh_counters(self, t0: float, h: float) -> None:
+        if self.patched_counters:
+            for vf in self.vfs:
+                vf.published = list(vf.live)
+                vf.published_time = self.t
+            return
+        while self._next_refresh <= self.t + 1e-9:
+            at = self._next_refresh
+            self._next_refresh += COUNTER_REFRESH_S
+            missed = self._rng.random() < MISSED_REFRESH_P
+            for p, pf in enumerate(self.pfs):
+                if missed or at < pf.blackout_until:
+                    continue
+                frac = (at - t0) / h if h > 0 else 1.0
+                frac = min(1.0, max(0.0, frac))
+                for vf_slot, vf in zip(self.spec.vfs, self.vfs):
+                    if vf_slot.pf != p:
+                        continue
+                    vf.published = [a + (b - a) * frac for a, b in zip(vf.prev_live, vf.live)]
+                    vf.published_time = at
+
+    # -- steady state ----------------------------------------------------------------------
+    def steady_state(self, t: float, itrs: list[int], iterations: int = 4) -> HostRates:
+        """Rates once the host has settled at these ITRs (the share of host cores converged)."""
+        kernel = 0.0
+        r = self.rates(t, itrs, kernel)
+        for _ in range(iterations - 1):
+            r = self.rates(t, itrs, r.host_kernel_cpu)
+        return r

@@ -1,0 +1,252 @@
+"""SimHost: the simulated KVM host behind the HostDriver interface.
+
+The simulated clock starts at 0 and moves only in sleep(); snapshots are stamped with it.
+`speed` is simulated seconds per wall second: sleep(s) also waits s/speed of wall time, and
+speed=float("inf") never waits (benchmarks). A sleep ends early when stop() is called or the
+`stop_event` given at construction is set; the clock then stands where the model got to.
+
+Actuators answer with Applied read back from the model: for an ITR, `old` is the previous
+setting (0 = the guest's adaptive ITR) and `applied` the rate the 82599 delivers for the request
+(whole 2.048 us steps); for rx-usecs, odd values round down to 2 us steps. A request the host cannot take (an
+unknown VF or PF, an ITR outside 956..488281, an unknown rx mode) does not raise: it returns
+Applied(ok=False, error=<one line naming the value>) and changes nothing, so the agent can record
+the failed decision. The simulated driver pair is the patched one: per-VF ITR, DE/NAPI/hybrid
+and NAPI budget on the PF. Changing a PF's rx-usecs across 6 us (RSC with LRO on) or across
+10 us (TXDCTL.WTHRESH) resets the port as ixgbe does: its VFs and host traffic stop for 2 s.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from vftune.hostdriver.base import (
+    ITR_MAX_RATE,
+    ITR_MIN_RATE,
+    RX_MODES,
+    Applied,
+    Capabilities,
+    Guest,
+    HostDriver,
+    Inventory,
+    PfCounters,
+    PfInfo,
+    Snapshot,
+    VfCounters,
+    VfInfo,
+    WriteJournal,
+    quantize_itr,
+)
+from vftune.sim.engine import COUNTER_REFRESH_S, RESET_BLACKOUT_S, HostSim
+from vftune.sim.layout import PF_DEVICE_ID, PF_DRIVER, pf_name, pf_pci, vf_pci
+from vftune.sim.pfmode import HYBRID_DEFAULT_BUDGET
+from vftune.sim.scenarios import build
+from vftune.sim.workload import MAX_VFS_PER_PF
+
+MAX_NAPI_BUDGET = 1024
+MAX_RX_USECS = 1022
+DEFAULT_STEP_S = 0.5
+
+
+def _rsc_off(rx_usecs: int) -> bool:
+    return rx_usecs != 1 and rx_usecs <= 6
+
+
+def _below_10us(rx_usecs: int) -> bool:
+    return rx_usecs != 1 and rx_usecs < 10
+
+
+class SimHost(HostDriver):
+    name = "sim"
+
+    def __init__(self, scenario: str, seed: int = 0, speed: float = 1.0, step: float = DEFAULT_STEP_S,
+                 patched_counters: bool | None = None, stop_event: threading.Event | None = None) -> None:
+        if not speed > 0:
+            raise ValueError(f"speed must be positive, got {speed}")
+        self.scenario, self.seed, self.speed = scenario, seed, speed
+        self.spec = build(scenario, seed)  # ValueError naming valid scenarios when unknown
+        self.sim = HostSim(self.spec, seed, step=step, patched_counters=patched_counters)
+        self._stop = stop_event if stop_event is not None else threading.Event()
+        self._lock = threading.RLock()
+        self._journal = WriteJournal()
+        self._pf_names = [pf_name(p) for p in range(self.spec.num_pfs)]
+        self._vf_by_pci = {vf_pci(vf.pf, vf.index): i for i, vf in enumerate(self.spec.vfs)}
+        self._previous: dict[str, tuple[int, int, int, int]] = {}
+        self._inventory = self._build_inventory()
+
+    # -- what the host has --------------------------------------------------------------
+    def _build_inventory(self) -> Inventory:
+        guests = {vm.name: Guest(vm.name, vm.uuid) for vm in self.spec.vms}
+        pfs = []
+        for p in range(self.spec.num_pfs):
+            vfs = tuple(
+                VfInfo(pf=pf_name(p), index=vf.index, pci=vf_pci(p, vf.index),
+                       driver="vfio-pci" if vf.guest else None,
+                       guest=guests[vf.guest] if vf.guest else None)
+                for vf in self.spec.vfs if vf.pf == p
+            )
+            pfs.append(PfInfo(pf_name(p), pf_pci(p), PF_DEVICE_ID, PF_DRIVER, len(vfs), MAX_VFS_PER_PF, vfs))
+        return Inventory(tuple(pfs))
+
+    def inventory(self) -> Inventory:
+        return self._inventory
+
+    def capabilities(self) -> Capabilities:
+        return Capabilities(
+            backend="sim", itr_min=ITR_MIN_RATE, itr_max=ITR_MAX_RATE, vf_itr=True, rx_modes=RX_MODES,
+            pf_coalesce=True, napi_budget=True,
+            counter_refresh_s=0.0 if self.sim.patched_counters else COUNTER_REFRESH_S,
+        )
+
+    # -- clock --------------------------------------------------------------------------
+    def now(self) -> float:
+        with self._lock:
+            return self.sim.t
+
+    def stop(self) -> None:
+        """Wake any sleep() now; later sleeps return at once."""
+        self._stop.set()
+
+    def sleep(self, seconds: float) -> None:
+        if seconds <= 0 or self._stop.is_set():
+            return
+        if self.speed == float("inf"):
+            with self._lock:
+                self.sim.advance(seconds)
+            return
+        start_wall, start_sim = time.monotonic(), self.now()
+        end_sim = start_sim + seconds
+        while not self._stop.is_set():
+            with self._lock:
+                chunk = min(self.sim.step, end_sim - self.sim.t)
+                if chunk <= 1e-9:
+                    return
+                self.sim.advance(chunk)
+                due = start_wall + (self.sim.t - start_sim) / self.speed
+            delay = due - time.monotonic()
+            if delay > 0 and self._stop.wait(delay):
+                return
+
+    # -- reading --------------------------------------------------------------------------
+    def snapshot(self) -> Snapshot:
+        with self._lock:
+            now = self.sim.t
+            vfs: dict[str, VfCounters] = {}
+            for pci, i in self._vf_by_pci.items():
+                state = self.sim.vfs[i]
+                rx_p, rx_b, tx_p, tx_b = (int(v) for v in state.published[:4])
+                counters = (rx_p, rx_b, tx_p, tx_b)
+                previous = self._previous.get(pci)
+                refresh_due = now - state.published_time > COUNTER_REFRESH_S + 1e-6
+                stale = previous == counters and refresh_due and not self.sim.patched_counters
+                self._previous[pci] = counters
+                vfs[pci] = VfCounters(rx_p, rx_b, tx_p, tx_b, interrupts=int(state.live[4]),
+                                      counters_time=state.published_time, stale=stale)
+            pfs = {
+                name: PfCounters(int(pf.rx_packets), int(pf.rx_bytes), current_mode=pf.mode_in_force,
+                                 rate_pps=int(pf.rate_pps), switches=pf.hybrid.switches)
+                for name, pf in zip(self._pf_names, self.sim.pfs)
+            }
+            return Snapshot(time=now, vfs=vfs, pfs=pfs, guest_cpu=dict(self.sim.guest_cpu),
+                            host_irq_cpu=self.sim.host_irq_cpu, host_cpus=self.spec.host_cpus)
+
+    def vf_itr(self, vf_pci_address: str) -> int:
+        """The interrupt rate the VF runs at now (its adaptive ITR's when untuned)."""
+        with self._lock:
+            return self.sim.vfs[self._vf_by_pci[vf_pci_address]].itr
+
+    # -- actuators ----------------------------------------------------------------------
+    def set_vf_itr(self, vf_pci: str, itr: int) -> Applied:
+        with self._lock:
+            index = self._vf_by_pci.get(vf_pci)
+            if index is None:
+                return Applied(vf_pci, "itr", itr, None, None, ok=False, error=f"unknown VF {vf_pci}")
+            state = self.sim.vfs[index]
+            old = state.itr_request
+            if itr != 0 and not ITR_MIN_RATE <= itr <= ITR_MAX_RATE:
+                return Applied(vf_pci, "itr", itr, old, old, ok=False,
+                               error=f"{vf_pci}: ITR {itr} outside {ITR_MIN_RATE}..{ITR_MAX_RATE} interrupts/s (0 = adaptive)")
+            self._journal.remember(vf_pci, "itr", old)
+            state.itr_request = quantize_itr(itr) if itr else 0
+            return Applied(vf_pci, "itr", itr, old, state.itr_request)
+
+    def _pf_index(self, pf: str) -> int | None:
+        return self._pf_names.index(pf) if pf in self._pf_names else None
+
+    def set_pf_rx_mode(self, pf: str, mode: str, napi_budget: int | None = None) -> Applied:
+        with self._lock:
+            p = self._pf_index(pf)
+            if p is None:
+                return Applied(pf, "rx_mode", mode, None, None, ok=False, error=f"unknown PF {pf}")
+            state = self.sim.pfs[p]
+            old = state.rx_mode
+            if mode not in RX_MODES:
+                return Applied(pf, "rx_mode", mode, old, old, ok=False,
+                               error=f"{pf}: rx mode {mode!r} is not one of {', '.join(RX_MODES)}")
+            if napi_budget is not None and not 1 <= napi_budget <= MAX_NAPI_BUDGET:
+                return Applied(pf, "rx_mode", mode, old, old, ok=False,
+                               error=f"{pf}: NAPI budget {napi_budget} outside 1..{MAX_NAPI_BUDGET}")
+            self._journal.remember(pf, "rx_mode", (old, state.napi_budget))
+            if napi_budget is None and mode == "hybrid" and old != "hybrid":
+                napi_budget = HYBRID_DEFAULT_BUDGET
+            state.rx_mode = mode
+            if napi_budget is not None:
+                state.napi_budget = napi_budget
+            if mode != "hybrid":
+                state.mode_in_force = mode
+            return Applied(pf, "rx_mode", mode, old, state.rx_mode)
+
+    def set_pf_coalesce(self, pf: str, rx_usecs: int) -> Applied:
+        with self._lock:
+            p = self._pf_index(pf)
+            if p is None:
+                return Applied(pf, "rx_usecs", rx_usecs, None, None, ok=False, error=f"unknown PF {pf}")
+            state = self.sim.pfs[p]
+            old = state.rx_usecs
+            if not 0 <= rx_usecs <= MAX_RX_USECS:
+                return Applied(pf, "rx_usecs", rx_usecs, old, old, ok=False,
+                               error=f"{pf}: rx-usecs {rx_usecs} outside 0..{MAX_RX_USECS}")
+            new = rx_usecs if rx_usecs <= 1 else rx_usecs - rx_usecs % 2  # 2 us steps
+            self._journal.remember(pf, "rx_usecs", old)
+            self._write_rx_usecs(p, new)
+            return Applied(pf, "rx_usecs", rx_usecs, old, new)
+
+    def _write_rx_usecs(self, p: int, new: int) -> None:
+        state = self.sim.pfs[p]
+        old = state.rx_usecs
+        if _rsc_off(old) != _rsc_off(new) or _below_10us(old) != _below_10us(new):
+            state.blackout_until = self.sim.t + RESET_BLACKOUT_S
+            state.resets += 1
+        state.rx_usecs = new
+
+    def port_resets(self, pf: str) -> int:
+        p = self._pf_index(pf)
+        return 0 if p is None else self.sim.pfs[p].resets
+
+    def restore(self) -> list[Applied]:
+        restored: list[Applied] = []
+        with self._lock:
+            for target, setting, old in self._journal.drain():
+                if setting == "itr":
+                    state = self.sim.vfs[self._vf_by_pci[target]]
+                    was = state.itr_request
+                    state.itr_request = int(old)  # type: ignore[call-overload]
+                    restored.append(Applied(target, setting, old, was, state.itr_request))
+                elif setting == "rx_mode":
+                    state_pf = self.sim.pfs[self._pf_names.index(target)]
+                    mode, budget = old  # type: ignore[misc]
+                    was = state_pf.rx_mode
+                    state_pf.rx_mode, state_pf.napi_budget = mode, budget
+                    if mode != "hybrid":
+                        state_pf.mode_in_force = mode
+                    restored.append(Applied(target, setting, mode, was, mode))
+                else:
+                    p = self._pf_names.index(target)
+                    was = self.sim.pfs[p].rx_usecs
+                    self._write_rx_usecs(p, int(old))  # type: ignore[call-overload]
+                    state_pf = self.sim.pfs[p]
+                    restored.append(Applied(target, setting, old, was, state_pf.rx_usecs))
+        return restored
+
+    def close(self) -> None:
+        self.stop()

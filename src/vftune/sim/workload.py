@@ -1,0 +1,150 @@
+"""What runs on the simulated host: per-VF workloads, host traffic, and the host's layout.
+
+Plain frozen data; the fluid model (model.py) turns it into rates, scenarios.py builds it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Union
+
+# Ethernet on the wire per frame beyond the IP packet: header + FCS, then preamble + inter-frame gap.
+FRAME_OVERHEAD_B = 18
+WIRE_OVERHEAD_B = 20
+LINE_RATE_BPS = 10e9  # 82599 port
+MAX_VFS_PER_PF = 63  # one traffic class
+MSIX_PER_VF = 3  # two queue vectors (rx/tx pairs) and the mailbox
+MTU = 1500
+
+
+def frame_bytes(ip_bytes: float) -> float:
+    """What the NIC's byte counters count for one packet (header + FCS included)."""
+    return ip_bytes + FRAME_OVERHEAD_B
+
+
+def wire_bytes(ip_bytes: float) -> float:
+    """What one packet occupies on the wire."""
+    return ip_bytes + FRAME_OVERHEAD_B + WIRE_OVERHEAD_B
+
+
+@dataclass(frozen=True)
+class Stream:
+    """Bulk receive into the guest (netperf-like): bounded by window/RTT when acknowledged."""
+
+    packet_bytes: int = MTU  # IP packet size; large messages travel as MTU-sized segments
+    offered_bps: float | None = None  # IP-level bits/s the sender offers; None = as fast as it can
+    acked: bool = True  # TCP: window-limited and self-clocked; False: UDP, arrivals ignore the receiver
+    window_bytes: float = 64_000.0  # bytes in flight the receiver's window allows
+    rtt_s: float = 60e-6  # round trip without coalescing delay
+    kind: str = "stream"
+
+
+@dataclass(frozen=True)
+class RequestResponse:
+    """Transactions served in the guest: a request comes in, the response goes out."""
+
+    request_bytes: int = 200
+    response_bytes: int = 1_000
+    concurrency: int = 4  # transactions in flight
+    rtt_s: float = 40e-6  # network and client time per transaction
+    service_s: float = 8e-6  # guest CPU per transaction for the application itself
+    kind: str = "rr"
+
+
+@dataclass(frozen=True)
+class Idle:
+    """A VF that only sees background chatter (ARP, keepalives)."""
+
+    pps: float = 4.0
+    packet_bytes: int = 90
+    kind: str = "idle"
+
+
+Workload = Union[Stream, RequestResponse, Idle]
+
+
+@dataclass(frozen=True)
+class HostTraffic:
+    """Traffic the host itself receives on a PF's own queues (storage, migration)."""
+
+    pps: float = 0.0
+    packet_bytes: int = MTU
+    app_packet_s: float = 2.0e-6  # host application CPU per packet (consumer of the data)
+
+
+@dataclass(frozen=True)
+class Vm:
+    name: str
+    uuid: str
+    vcpus: int = 2
+    memory_mb: int = 512
+    background_cpu: float = 0.02  # CPU seconds per second the guest uses without network work
+
+
+@dataclass(frozen=True)
+class VfSlot:
+    """One VF: which PF, which guest (None = unassigned), and its workload in each phase."""
+
+    pf: int  # PF ordinal (0 -> enp3s0f0)
+    index: int  # VF number on that PF
+    guest: str | None
+    workloads: tuple[Workload, ...]  # one per phase; a single entry holds for all phases
+
+
+@dataclass(frozen=True)
+class Phase:
+    start_s: float
+    label: str = ""
+
+
+@dataclass(frozen=True)
+class HostSpec:
+    """One built scenario instance: the host, its guests, VFs and phases."""
+
+    name: str
+    host_cpus: int
+    vms: tuple[Vm, ...]
+    vfs: tuple[VfSlot, ...]
+    num_pfs: int = 2
+    phases: tuple[Phase, ...] = (Phase(0.0),)
+    cycle_s: float | None = None  # phases repeat with this period; None = last phase holds
+    host_traffic: tuple[tuple[HostTraffic, ...], ...] = ()  # per PF, one per phase
+    patched_counters: bool = False
+    noise_sigma: float = 0.03  # per-second log-normal jitter of capacity and offered load
+    burst_gain: float = 1.5  # offered-load factor while a VF is in a burst
+    vm_by_name: dict[str, Vm] = field(default_factory=dict, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "vm_by_name", {vm.name: vm for vm in self.vms})
+        for pf in range(self.num_pfs):
+            n = sum(1 for vf in self.vfs if vf.pf == pf)
+            if n > MAX_VFS_PER_PF:
+                raise ValueError(f"scenario {self.name}: {n} VFs on PF {pf}, an 82599 port has at most 63")
+        for vf in self.vfs:
+            if vf.guest is not None and vf.guest not in self.vm_by_name:
+                raise ValueError(f"scenario {self.name}: VF {vf.pf}/{vf.index} names unknown guest {vf.guest!r}")
+
+    def phase_index(self, t: float) -> int:
+        if self.cycle_s:
+            t = t % self.cycle_s
+        index = 0
+        for i, phase in enumerate(self.phases):
+            if t >= phase.start_s:
+                index = i
+        return index
+
+    def phase_bounds(self, index: int) -> tuple[float, float | None]:
+        """Start and end of a phase within the first cycle (end None = open)."""
+        start = self.phases[index].start_s
+        if index + 1 < len(self.phases):
+            return start, self.phases[index + 1].start_s
+        return start, self.cycle_s
+
+    def workload(self, vf: VfSlot, phase: int) -> Workload:
+        return vf.workloads[min(phase, len(vf.workloads) - 1)]
+
+    def host_load(self, pf: int, phase: int) -> HostTraffic:
+        if pf >= len(self.host_traffic) or not self.host_traffic[pf]:
+            return HostTraffic()
+        per_phase = self.host_traffic[pf]
+        return per_phase[min(phase, len(per_phase) - 1)]

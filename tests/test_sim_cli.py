@@ -1,0 +1,53 @@
+"""`vftune sim list` and `vftune sim sweep` through click, as a user runs them."""
+
+from __future__ import annotations
+
+import json
+
+from click.testing import CliRunner
+
+from vftune.cli import cli
+from vftune.sim.scenarios import SCENARIOS
+
+
+def test_list_names_every_scenario_with_a_description() -> None:
+    result = CliRunner().invoke(cli, ["sim", "list"])
+    assert result.exit_code == 0
+    lines = result.output.strip().splitlines()
+    assert [line.split()[0] for line in lines] == list(SCENARIOS)
+    assert all(len(line.split(None, 1)) == 2 for line in lines)
+    for n in range(1, 16):
+        assert f"paper-{n}vm" in SCENARIOS
+    assert {"paper-3vm-512", "rr-mix", "mixed-host", "phase-change"} <= set(SCENARIOS)
+
+
+def test_sweep_json_has_the_documented_shape_and_puts_paper_3vm_in_range() -> None:
+    result = CliRunner().invoke(cli, ["sim", "sweep", "--scenario", "paper-3vm", "--json"])
+    assert result.exit_code == 0, result.output
+    body = json.loads(result.output)
+    assert set(body) == {"scenario", "points", "best_itr"} and body["scenario"] == "paper-3vm"
+    assert all(set(p) == {"itr", "throughput_bps", "cpu", "interrupts_per_s"} for p in body["points"])
+    itrs = [p["itr"] for p in body["points"]]
+    assert itrs == sorted(itrs) and itrs[0] == 956 and itrs[-1] == 488281
+    assert 40_000 <= body["best_itr"] <= 56_000
+    assert body["best_itr"] in itrs
+
+
+def test_sweep_seed_changes_the_numbers() -> None:
+    runner = CliRunner()
+    a = json.loads(runner.invoke(cli, ["sim", "sweep", "--scenario", "rr-mix", "--json", "--seed", "1"]).output)
+    b = json.loads(runner.invoke(cli, ["sim", "sweep", "--scenario", "rr-mix", "--json", "--seed", "2"]).output)
+    assert a["points"] != b["points"]
+
+
+def test_sweep_table_marks_the_best() -> None:
+    result = CliRunner().invoke(cli, ["sim", "sweep", "--scenario", "paper-1vm"])
+    assert result.exit_code == 0
+    assert "best ITR" in result.output and "488281" in result.output
+
+
+def test_unknown_scenario_is_a_usage_error_naming_it() -> None:
+    result = CliRunner().invoke(cli, ["sim", "sweep", "--scenario", "paper-99vm"])
+    assert result.exit_code == 2
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1 and "paper-99vm" in lines[0] and "paper-3vm" in lines[0]

@@ -1,0 +1,266 @@
+"""SimHost through the HostDriver interface: inventory, snapshots, actuators, restore, clock."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from vftune.hostdriver.base import ITR_MAX_RATE, ITR_MIN_RATE, HostDriver, quantize_itr
+from vftune.sim.adaptive import CLASS_RATES, BULK, LOW, LOWEST, AdaptiveItr, next_class
+from vftune.sim.engine import COUNTER_REFRESH_S
+from vftune.sim.host import SimHost
+from vftune.sim.scenarios import PAPER_HOST_CPUS
+
+INF = float("inf")
+
+
+def host(scenario: str = "mixed-host", seed: int = 0, **kw) -> SimHost:
+    return SimHost(scenario, seed=seed, speed=INF, **kw)
+
+
+def rate(h: SimHost, pci: str, seconds: float = 20.0) -> tuple[float, float]:
+    """(interrupts/s, rx bytes/s) of one VF over `seconds`, from snapshots as an agent sees them."""
+    a = h.snapshot()
+    h.sleep(seconds)
+    b = h.snapshot()
+    ints = (b.vfs[pci].interrupts - a.vfs[pci].interrupts) / (b.time - a.time)
+    span = b.vfs[pci].counters_time - a.vfs[pci].counters_time
+    return ints, (b.vfs[pci].rx_bytes - a.vfs[pci].rx_bytes) / span
+
+
+def test_inventory_lays_out_vfs_like_a_real_82599() -> None:
+    inv = host().inventory()
+    assert [pf.name for pf in inv.pfs] == ["enp3s0f0", "enp3s0f1"]
+    assert [pf.pci for pf in inv.pfs] == ["0000:03:00.0", "0000:03:00.1"]
+    pf0, pf1 = inv.pfs
+    assert [vf.pci for vf in pf0.vfs[:5]] == ["0000:03:10.0", "0000:03:10.2", "0000:03:10.4", "0000:03:10.6",
+                                              "0000:03:11.0"]
+    assert [vf.pci for vf in pf1.vfs[:2]] == ["0000:03:10.1", "0000:03:10.3"]
+    assert pf0.device_id == 0x10FB and pf0.driver == "ixgbe" and pf0.total_vfs == 63
+    owned = [vf for vf in inv.vfs() if vf.guest]
+    assert len(owned) == 16 and all(vf.driver == "vfio-pci" for vf in owned)
+    assert any(vf.guest is None and vf.driver is None for vf in inv.vfs())
+    # Guests keep their UUIDs across instances; the same guest owns VFs on both PFs.
+    again = host(seed=9).inventory()
+    assert {vf.guest.uuid for vf in owned} == {vf.guest.uuid for vf in again.vfs() if vf.guest}
+    assert {vf.pf for vf in owned if vf.guest.name == "db-1"} == {"enp3s0f0", "enp3s0f1"}
+
+
+def test_capabilities_are_the_patched_driver_pairs() -> None:
+    caps = host().capabilities()
+    assert caps.vf_itr and caps.pf_coalesce and caps.napi_budget
+    assert set(caps.rx_modes) == {"napi", "de", "hybrid"}
+    assert (caps.itr_min, caps.itr_max) == (ITR_MIN_RATE, ITR_MAX_RATE)
+    assert caps.counter_refresh_s == 2.0
+    assert host(patched_counters=True).capabilities().counter_refresh_s == 0.0
+    assert isinstance(host(), HostDriver)
+
+
+def test_unknown_scenario_is_one_line_naming_it_and_the_valid_ones() -> None:
+    with pytest.raises(ValueError) as err:
+        SimHost("paper-99vm")
+    message = str(err.value)
+    assert "paper-99vm" in message and "paper-3vm" in message and "\n" not in message
+
+
+def test_set_itr_reads_back_quantized_and_shows_in_interrupt_counts() -> None:
+    h = host("paper-3vm")
+    pci = h.inventory().vfs()[0].pci
+    applied = h.set_vf_itr(pci, 8_000)
+    assert applied.ok and applied.old == 0 and applied.applied == quantize_itr(8_000)
+    h.sleep(5)
+    ints_low, bytes_low = rate(h, pci)
+    # A saturated bulk VF fires (almost) every interval, never more often.
+    assert 0.9 * applied.applied <= ints_low <= applied.applied
+    applied = h.set_vf_itr(pci, 48_000)
+    assert applied.old == quantize_itr(8_000) and applied.applied == quantize_itr(48_000)
+    h.sleep(5)
+    ints_high, bytes_high = rate(h, pci)
+    assert ints_high <= applied.applied and ints_high > 3 * ints_low
+    assert bytes_high > 1.3 * bytes_low  # paper-3vm gains from 8K to 48K
+
+
+def test_untuned_vf_runs_ixgbevf_adaptive_itr() -> None:
+    h = host("mixed-host", seed=2)
+    h.sleep(30)
+    inv = h.inventory()
+    bulk = inv.vfs()[4].pci  # batch-1's netperf stream
+    idle = inv.vfs()[6].pci  # spare-1
+    assert h.vf_itr(bulk) == quantize_itr(12_000)  # bulk class
+    h.sleep(600)  # the idle VF smooths towards 100K only a few interrupts per second
+    assert h.vf_itr(idle) == quantize_itr(100_000)
+    h.set_vf_itr(bulk, 30_000)
+    assert h.vf_itr(bulk) == quantize_itr(30_000)
+    assert h.set_vf_itr(bulk, 0).applied == 0  # handed back
+    h.sleep(10)
+    assert h.vf_itr(bulk) == quantize_itr(12_000)
+
+
+def test_adaptive_classes_follow_bytes_per_microsecond_with_the_drivers_steps() -> None:
+    assert next_class(LOWEST, 10) == LOWEST and next_class(LOWEST, 10.5) == LOW
+    assert next_class(LOWEST, 500) == LOW  # one step per interrupt
+    assert next_class(LOW, 21) == BULK and next_class(LOW, 10) == LOWEST and next_class(LOW, 15) == LOW
+    assert next_class(BULK, 20) == LOW and next_class(BULK, 21) == BULK
+    a = AdaptiveItr()
+    assert a.itr == quantize_itr(20_000)
+    # One interrupt moves the rate a tenth of the way: 10*new*old / (9*new + old) on intervals.
+    a.update(rx_bytes=0, tx_bytes=0, interrupts=1)
+    interval_old, interval_new = 1e6 / 20_000, 1e6 / CLASS_RATES[LOWEST]
+    expected = 1e6 / (10 * interval_new * interval_old / (9 * interval_new + interval_old))
+    assert a.rate == pytest.approx(expected)
+    for _ in range(5):  # 100 MB/s for a second: bulk
+        a.update(rx_bytes=100e6, tx_bytes=0, interrupts=a.rate)
+    assert a.itr == quantize_itr(12_000)
+    for _ in range(5):  # 15 MB/s: low latency
+        a.update(rx_bytes=15e6, tx_bytes=0, interrupts=a.rate)
+    assert a.itr == quantize_itr(20_000)
+
+
+def test_bad_actuator_requests_fail_without_changing_anything() -> None:
+    h = host()
+    pci = h.inventory().vfs()[0].pci
+    for bad in (h.set_vf_itr("0000:09:00.0", 8_000), h.set_vf_itr(pci, 500), h.set_vf_itr(pci, 600_000),
+                h.set_pf_rx_mode("eth9", "de"), h.set_pf_rx_mode("enp3s0f0", "poll"),
+                h.set_pf_rx_mode("enp3s0f0", "napi", napi_budget=0), h.set_pf_coalesce("enp3s0f0", 5000)):
+        assert not bad.ok and bad.error and "\n" not in bad.error
+        assert bad.target in bad.error
+    assert h.restore() == []  # nothing was changed
+
+
+def test_restore_puts_back_every_changed_value_newest_first() -> None:
+    h = host()
+    vf_a, vf_b = (vf.pci for vf in h.inventory().vfs()[:2])
+    h.set_vf_itr(vf_a, 8_000)
+    h.set_vf_itr(vf_a, 30_000)
+    h.set_pf_rx_mode("enp3s0f1", "hybrid")
+    h.set_vf_itr(vf_b, 60_000)
+    h.set_pf_coalesce("enp3s0f0", 50)
+    restored = h.restore()
+    assert [(a.target, a.setting) for a in restored] == [
+        ("enp3s0f0", "rx_usecs"), (vf_b, "itr"), ("enp3s0f1", "rx_mode"), (vf_a, "itr")]
+    assert all(a.ok for a in restored)
+    assert restored[-1].applied == 0 and restored[-1].old == quantize_itr(30_000)
+    snap = h.snapshot()
+    assert snap.pfs["enp3s0f1"].current_mode == "napi"
+    assert h.sim.pfs[0].rx_usecs == 1 and h.sim.pfs[1].napi_budget == 64
+    assert h.restore() == []
+
+
+def test_hybrid_switches_by_rate_and_pf_counters_count_host_traffic() -> None:
+    h = host("mixed-host")
+    assert h.set_pf_rx_mode("enp3s0f0", "hybrid").ok  # storage traffic, below the cliff
+    assert h.set_pf_rx_mode("enp3s0f1", "hybrid").ok  # migration, above it
+    h.sleep(10)
+    a = h.snapshot()
+    h.sleep(10)
+    b = h.snapshot()
+    assert a.pfs["enp3s0f0"].current_mode == "de"
+    assert b.pfs["enp3s0f1"].current_mode == "napi" and b.pfs["enp3s0f1"].switches == 1
+    pps = (b.pfs["enp3s0f0"].rx_packets - a.pfs["enp3s0f0"].rx_packets) / 10
+    assert pps == pytest.approx(b.pfs["enp3s0f0"].rate_pps, rel=0.25)  # storage, not VF traffic
+    # At migration rates NAPI with budget 2 delivers more than DE, which livelocks.
+    de = host("mixed-host")
+    de.set_pf_rx_mode("enp3s0f1", "de")
+    de.sleep(20)
+    assert b.pfs["enp3s0f1"].rx_packets > 1.5 * de.snapshot().pfs["enp3s0f1"].rx_packets
+
+
+def test_pf_coalesce_across_10us_resets_the_port() -> None:
+    h = host("paper-3vm")
+    pci = h.inventory().vfs()[0].pci
+    h.sleep(4)
+    h.set_pf_coalesce("enp3s0f0", 50)  # adaptive -> 50 us: same side of both traps
+    assert h.port_resets("enp3s0f0") == 0
+    applied = h.set_pf_coalesce("enp3s0f0", 7)  # below 10 us: WTHRESH changes, port resets
+    assert applied.applied == 6 and h.port_resets("enp3s0f0") == 1
+    before = h.snapshot().vfs[pci].interrupts
+    h.sleep(1.5)
+    assert h.snapshot().vfs[pci].interrupts == before  # the port is down
+
+
+def test_counters_refresh_every_two_seconds_and_flag_a_missed_refresh() -> None:
+    h = host("paper-3vm", seed=0)
+    pci = h.inventory().vfs()[0].pci
+    times, stale, previous = [], [], None
+    for _ in range(400):
+        h.sleep(1.0)
+        snap = h.snapshot()
+        c = snap.vfs[pci]
+        times.append(c.counters_time)
+        if c.stale:
+            stale.append(snap.time - c.counters_time)
+        if previous is not None and c.counters_time == previous.counters_time:
+            assert c.rx_bytes == previous.rx_bytes  # not refreshed: the same numbers again
+        assert snap.time - c.counters_time < 2 * COUNTER_REFRESH_S + 1e-6 or c.stale
+        previous = c
+    refreshes = sorted(set(times) - {0.0})  # 0.0: nothing copied yet at boot
+    gaps = {round(b - a, 6) for a, b in zip(refreshes, refreshes[1:])}
+    assert gaps <= {2.0, 4.0, 6.0}  # the service task's period, or a multiple when held off
+    assert stale and all(age > COUNTER_REFRESH_S for age in stale)
+
+
+def test_patched_counters_are_fresh_at_every_snapshot() -> None:
+    h = host("paper-3vm", patched_counters=True)
+    pci = h.inventory().vfs()[0].pci
+    last = -1
+    for _ in range(10):
+        h.sleep(1.0)
+        snap = h.snapshot()
+        assert snap.vfs[pci].counters_time == snap.time and not snap.vfs[pci].stale
+        assert snap.vfs[pci].rx_bytes > last
+        last = snap.vfs[pci].rx_bytes
+
+
+def test_snapshot_cpu_accounting() -> None:
+    h = host("paper-3vm")
+    a = h.snapshot()
+    h.sleep(10)
+    b = h.snapshot()
+    assert b.host_cpus == PAPER_HOST_CPUS and set(b.guest_cpu) == {"vm1", "vm2", "vm3"}
+    for name in b.guest_cpu:
+        used = (b.guest_cpu[name] - a.guest_cpu[name]) / 10
+        assert 0.1 < used <= 2.0  # at most its 2 vCPUs
+    assert b.host_irq_cpu > a.host_irq_cpu
+
+
+def test_same_seed_same_numbers_other_seed_differs() -> None:
+    def run(seed: int) -> list[tuple[int, int]]:
+        h = host("phase-change", seed=seed)
+        h.sleep(400)
+        return [(c.rx_bytes, c.interrupts or 0) for c in h.snapshot().vfs.values()]
+
+    assert run(11) == run(11)
+    assert run(11) != run(12)
+
+
+def test_stepping_does_not_change_the_noise() -> None:
+    coarse, fine = host("rr-mix", seed=3), host("rr-mix", seed=3, step=0.25)
+    coarse.sleep(60)
+    for _ in range(60):
+        fine.sleep(1.0)
+    pci = coarse.inventory().vfs()[0].pci
+    a, b = coarse.snapshot().vfs[pci], fine.snapshot().vfs[pci]
+    assert a.interrupts == pytest.approx(b.interrupts, rel=0.02)
+
+
+def test_stop_ends_a_real_time_sleep_early() -> None:
+    h = SimHost("paper-1vm", speed=1.0)
+    sleeper = threading.Thread(target=h.sleep, args=(3600.0,))
+    sleeper.start()
+    h.stop()
+    sleeper.join(timeout=10)
+    assert not sleeper.is_alive() and h.now() < 3600.0
+
+
+def test_stop_event_from_the_caller_is_honoured() -> None:
+    stop = threading.Event()
+    stop.set()
+    h = SimHost("paper-1vm", speed=1.0, stop_event=stop)
+    h.sleep(3600.0)
+    assert h.now() == 0.0
+
+
+def test_speed_must_be_positive() -> None:
+    with pytest.raises(ValueError, match="speed"):
+        SimHost("paper-1vm", speed=0)
