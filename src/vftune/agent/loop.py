@@ -23,6 +23,9 @@ from vftune.agent.policy import (
     VfPolicyFactory,
     VfSample,
 )
+from vftune.agent.costmodel import cliff_inputs
+from vftune.agent.costs import CostTracker
+from vftune.agent.hybrid import cliff_rate
 from vftune.agent.sampling import RateDeriver
 from vftune.hostdriver.base import Applied, HostDriver, HostError, Inventory
 from vftune.store.db import Decision, Store
@@ -35,6 +38,7 @@ class AgentConfig:
     interval: float = 1.0  # seconds of host time between ticks
     retention: float = 24 * 3600.0  # keep raw samples this long
     prune_every: int = 600  # ticks between retention passes
+    fit_every: int = 60  # ticks between cost-model fits
 
 
 @dataclass
@@ -54,6 +58,7 @@ class PfState:
     mode: str = "napi"
     napi_budget: int | None = None
     controller: str = ""
+    controller_state: dict[str, Any] = field(default_factory=dict)
     last_decision: str | None = None
 
 
@@ -87,6 +92,8 @@ class Agent:
         self.lock = threading.Lock()  # guards vfs/pfs/inventory for API readers
         self.observers: list[Callable[["Agent", list[VfSample], list[PfSample]], None]] = []
         self._run_id: int | None = None
+        self.costs = CostTracker()
+        self._guest_of: dict[str, str] = {}
 
     def wall(self, host_time: float) -> float:
         return host_time + self._wall_offset
@@ -97,6 +104,7 @@ class Agent:
         inv = self.host.inventory()
         with self.lock:
             self.inventory = inv
+            self._guest_of = {vf.pci: vf.guest.name for vf in inv.vfs() if vf.guest is not None}
             for vf in inv.vfs():
                 if vf.pci not in self._policies:
                     policy = self._vf_policy_factory(vf.pci, self.caps)
@@ -147,14 +155,39 @@ class Agent:
             for p in pf_samples:
                 if p.pf in self.pfs:
                     self.pfs[p.pf].sample = p
+                    state = getattr(self._controllers[p.pf], "state", None)
+                    self.pfs[p.pf].controller_state = state() if callable(state) else {}
             self.ticks += 1
             self.last_tick_wall = time.time()
+        self.costs.add(vf_samples, self._guest_of)
+        if self.ticks % self.config.fit_every == 0:
+            self._refit_costs(pf_samples, now)
         if self.store is not None:
             self.store.record_tick(now, vf_samples, pf_samples, decisions)
             if self.ticks % self.config.prune_every == 0:
                 self.store.prune(now - self.config.retention)
         for observer in self.observers:
             observer(self, vf_samples, pf_samples)
+
+    def _refit_costs(self, pf_samples: list[PfSample], t: float) -> None:
+        fit = self.costs.refit()
+        if fit is None:
+            return
+        if self.store is not None:
+            self.store.record_cost_fit(t, fit.alpha, fit.beta, fit.gamma, fit.rows)
+        # A PF controller with no configured cliff takes it from the host's measured costs.
+        for p in pf_samples:
+            ctl = self._controllers.get(p.pf)
+            set_cliff = getattr(ctl, "set_cliff", None)
+            if set_cliff is None or getattr(ctl, "cliff_source", None) not in (None, "cost model"):
+                continue
+            packet_bytes = p.rx_bps / 8 / p.rx_pps if p.rx_pps > 0 else 1500.0
+            try:
+                r, mu = cliff_inputs(fit, packet_bytes)
+            except ValueError as exc:
+                log.info("%s: no cliff from the cost model: %s", p.pf, exc)
+                continue
+            set_cliff(cliff_rate(r, mu), "cost model")
 
     def _apply_itr(self, pci: str, decision: ItrDecision, t: float) -> Decision:
         applied = self._call(lambda: self.host.set_vf_itr(pci, decision.itr), pci, "itr", decision.itr)

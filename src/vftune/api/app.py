@@ -129,6 +129,7 @@ def create_app(agent: Agent, store: Store | None, detail: str = "") -> FastAPI:
                     "mode": st.mode if st else "napi",
                     "napi_budget": st.napi_budget if st else None,
                     "controller": st.controller if st else "",
+                    "controller_state": dict(st.controller_state) if st else {},
                     "rx_pps": s.rx_pps if s else None, "rx_bps": s.rx_bps if s else None,
                     "last_decision": st.last_decision if st else None,
                 })
@@ -147,7 +148,7 @@ def create_app(agent: Agent, store: Store | None, detail: str = "") -> FastAPI:
             },
             "pfs": pfs,
             "ignored": [{"name": i.name, "reason": i.reason} for i in inv.ignored],
-            "cost_fit": store.latest_cost_fit() if store else None,
+            "cost_model": agent.costs.report(),
         }
 
     @app.get("/v1/vfs", response_model=list[models.VfOut])

@@ -40,17 +40,20 @@ class PfOut(BaseModel):
     mode: str
     napi_budget: int | None
     controller: str
+    controller_state: dict[str, Any]
     rx_pps: float | None
     rx_bps: float | None
     last_decision: str | None
 
 
-class CostFit(BaseModel):
-    alpha: float = Field(description="CPU seconds per million bytes")
-    beta: float = Field(description="CPU seconds per thousand packets")
-    gamma: float = Field(description="CPU seconds per thousand interrupts")
+class CostModel(BaseModel):
+    fit: dict[str, float] | None = Field(
+        description="alpha: CPU s per million bytes, beta: per thousand packets, gamma: per thousand interrupts")
+    cpu_per_1000_interrupts_s: float | None
+    saved_cpu_s_per_s: float | None = Field(
+        description="CPU seconds per second the set ITRs save against the VFs' own adaptive ITR")
     rows: int
-    t: float
+    note: str | None
 
 
 class HostOut(BaseModel):
@@ -63,7 +66,7 @@ class HostOut(BaseModel):
     capabilities: CapabilitiesOut
     pfs: list[PfOut]
     ignored: list[dict[str, str]]
-    cost_fit: CostFit | None = None
+    cost_model: CostModel
     extra: dict[str, Any] = Field(default_factory=dict)
 
 

@@ -1,0 +1,87 @@
+"""The agent's tick on the simulated host, in simulated time: tuning, records, failures, restore."""
+
+from __future__ import annotations
+
+import pytest
+
+from vftune.agent.loop import Agent, AgentConfig
+from vftune.agent.policies import PolicyError, pf_controller, vf_policy
+from vftune.agent.policy import ItrDecision, VfSample
+from vftune.sim.host import SimHost
+from vftune.store.db import Store
+
+
+def _run(agent: Agent, ticks: int) -> None:
+    agent.start("test")
+    for _ in range(ticks):
+        agent.host.sleep(agent.config.interval)
+        agent.tick()
+
+
+def test_search_tunes_records_fits_costs_and_restores(tmp_path):
+    host = SimHost("mixed-host", seed=3, speed=float("inf"))
+    store = Store(tmp_path / "h.db")
+    agent = Agent(host, store, vf_policy("search"), pf_controller("hybrid"), AgentConfig(fit_every=30))
+    _run(agent, 300)
+
+    busy = [pci for pci, st in agent.vfs.items() if st.sample and st.sample.rx_bps > 1e6]
+    tuned = [pci for pci in busy if agent.vfs[pci].itr != 0]
+    assert busy and tuned
+    searched = {pci for pci in busy if agent.vfs[pci].policy_state.get("searches", 0) >= 1}
+    assert searched == set(busy), "every VF with traffic has been searched after 5 minutes"
+    assert all(host.vf_itr(pci) == agent.vfs[pci].itr for pci in tuned), "what the API shows is what is set"
+    probes = store.decisions(tuned[0], 0, 1e12, 1000)
+    assert probes and all(d["ok"] and d["reason"] for d in probes)
+    assert store.count("samples") == 300 * len(agent.inventory.vfs())
+
+    report = agent.costs.report()
+    assert report["fit"] is not None and report["fit"]["rms_relative"] < 0.3
+    assert min(report["fit"][k] for k in ("alpha", "beta", "gamma")) > 0
+    assert report["cpu_per_1000_interrupts_s"] == report["fit"]["gamma"]
+    modes = {name: st.controller_state for name, st in agent.pfs.items()}
+    assert all(m["cliff_source"] == "cost model" for m in modes.values()), "the PFs' cliff comes from the fit"
+
+    written = {d["target"] for d in store.decisions(None, 0, 1e12, 10_000) if d["setting"] == "itr" and d["ok"]}
+    restored = agent.shutdown()
+    assert set(tuned) <= written
+    assert {a.target for a in restored if a.setting == "itr"} == written
+    assert all(a.ok and a.applied == 0 for a in restored if a.setting == "itr"), \
+        "every VF is back on its own adaptive ITR"
+    assert {a.target for a in restored if a.setting == "rx_mode"} <= set(agent.pfs)
+    assert len(store.decisions(None, 0, 1e12, 10_000)) >= len(probes) + len(tuned)
+
+
+class _OutOfRange:
+    name = "bad"
+
+    def step(self, sample: VfSample) -> ItrDecision | None:
+        return ItrDecision(100, "asks for a rate the 82599 cannot do")
+
+
+def test_a_refused_write_is_recorded_as_failed_and_the_loop_goes_on(tmp_path):
+    host = SimHost("paper-3vm", seed=0, speed=float("inf"))
+    store = Store(tmp_path / "h.db")
+    agent = Agent(host, store, lambda pci, caps: _OutOfRange(), pf_controller("stock"))
+    _run(agent, 3)
+    assert agent.ticks == 4
+    failed = store.decisions(None, 0, 1e12, 100)
+    assert failed and not any(d["ok"] for d in failed)
+    assert all("100" in d["error"] for d in failed)
+    assert all(st.itr == 0 for st in agent.vfs.values()), "nothing is believed set that was refused"
+
+
+def test_fixed_policy_outside_the_host_range_is_refused():
+    host = SimHost("paper-3vm", seed=0, speed=float("inf"))
+    agent = Agent(host, None, vf_policy("fixed:500"), pf_controller("stock"))
+    with pytest.raises(PolicyError, match="fixed:500: outside this host's range 956..488281"):
+        agent.start()
+
+
+def test_one_packet_size_everywhere_gives_no_cost_fit_and_says_why():
+    # 512-byte streams only: bytes and packets move together, the costs cannot be separated.
+    host = SimHost("paper-8vm", seed=3, speed=float("inf"))
+    agent = Agent(host, None, vf_policy("search"), pf_controller("stock"), AgentConfig(fit_every=30))
+    _run(agent, 120)
+    report = agent.costs.report()
+    assert report["fit"] is None and report["saved_cpu_s_per_s"] is None
+    assert report["note"].startswith("fit not usable")
