@@ -7,6 +7,7 @@ import pytest
 from vftune.agent.loop import Agent, AgentConfig
 from vftune.agent.policies import PolicyError, pf_controller, vf_policy
 from vftune.agent.policy import ItrDecision, VfSample
+from vftune.hostdriver.base import quantize_itr
 from vftune.sim.host import SimHost
 from vftune.store.db import Store
 
@@ -85,3 +86,35 @@ def test_one_packet_size_everywhere_gives_no_cost_fit_and_says_why():
     report = agent.costs.report()
     assert report["fit"] is None and report["saved_cpu_s_per_s"] is None
     assert report["note"].startswith("fit not usable")
+
+
+class _GuestLeaves(SimHost):
+    """The simulated host, after which one guest's VF has no owner any more (guest shut down)."""
+
+    gone: str | None = None
+
+    def inventory(self):
+        inv = super().inventory()
+        if self.gone is None:
+            return inv
+        from dataclasses import replace
+
+        pfs = tuple(replace(pf, vfs=tuple(replace(vf, guest=None) if vf.pci == self.gone else vf
+                                          for vf in pf.vfs)) for pf in inv.pfs)
+        return replace(inv, pfs=pfs)
+
+
+def test_a_vf_whose_guest_left_is_handed_back_to_adaptive(tmp_path):
+    host = _GuestLeaves("paper-3vm", seed=1, speed=float("inf"))
+    store = Store(tmp_path / "h.db")
+    agent = Agent(host, store, vf_policy("fixed:20000"), pf_controller("stock"))
+    _run(agent, 3)
+    pci = agent.inventory.vfs()[0].pci
+    assert agent.vfs[pci].itr == quantize_itr(20000)
+    host.gone = pci
+    agent.request_refresh("test: guest stopped")
+    agent.tick()
+    first, *_, last = store.decisions(pci, 0, 1e12, 100)
+    assert first["requested"] == "20000" and len(_) == 0, "a fixed ITR is set once, not every tick"
+    assert last["requested"] == "0" and last["reason"].startswith("owner changed (was ")
+    assert agent.inventory.vf(pci).guest is None and agent.vfs[pci].itr == 0

@@ -27,7 +27,7 @@ from vftune.agent.costmodel import cliff_inputs
 from vftune.agent.costs import CostTracker
 from vftune.agent.hybrid import cliff_rate
 from vftune.agent.sampling import RateDeriver
-from vftune.hostdriver.base import Applied, HostDriver, HostError, Inventory
+from vftune.hostdriver.base import Applied, Guest, HostDriver, HostError, Inventory
 from vftune.store.db import Decision, Store
 
 log = logging.getLogger("vftune.agent")
@@ -39,6 +39,7 @@ class AgentConfig:
     retention: float = 24 * 3600.0  # keep raw samples this long
     prune_every: int = 600  # ticks between retention passes
     fit_every: int = 60  # ticks between cost-model fits
+    inventory_every: int = 60  # ticks between inventory re-reads (events trigger one sooner)
 
 
 @dataclass
@@ -60,6 +61,10 @@ class PfState:
     controller: str = ""
     controller_state: dict[str, Any] = field(default_factory=dict)
     last_decision: str | None = None
+
+
+def _owner(guest: Guest | None) -> str | None:
+    return None if guest is None else guest.uuid or guest.name
 
 
 class Agent:
@@ -93,6 +98,7 @@ class Agent:
         self.observers: list[Callable[["Agent", list[VfSample], list[PfSample]], None]] = []
         self._run_id: int | None = None
         self.costs = CostTracker()
+        self._refresh_reason: str | None = None
         self._guest_of: dict[str, str] = {}
 
     def wall(self, host_time: float) -> float:
@@ -100,32 +106,54 @@ class Agent:
 
     # -- inventory ----------------------------------------------------------
 
-    def refresh_inventory(self) -> None:
+    def request_refresh(self, reason: str) -> None:
+        """Ask for an inventory refresh on the next tick (a libvirt hook or event said so)."""
+        self._refresh_reason = reason
+
+    def refresh_inventory(self) -> list[Decision]:
+        """Re-read PFs, VFs and owners. A VF whose guest changed gets a fresh policy, and if the
+        agent had set its ITR, it is handed back to its adaptive ITR so the next guest starts stock."""
         inv = self.host.inventory()
+        t = self.wall(self.host.now())
+        handed_back: list[str] = []
         with self.lock:
+            before = {vf.pci: vf.guest for vf in self.inventory.vfs()}
             self.inventory = inv
             self._guest_of = {vf.pci: vf.guest.name for vf in inv.vfs() if vf.guest is not None}
             for vf in inv.vfs():
-                if vf.pci not in self._policies:
+                changed = vf.pci in before and _owner(before[vf.pci]) != _owner(vf.guest)
+                if vf.pci not in self._policies or changed:
+                    if changed and self.vfs[vf.pci].itr != 0:
+                        handed_back.append(vf.pci)
                     policy = self._vf_policy_factory(vf.pci, self.caps)
                     self._policies[vf.pci] = policy
-                    self.vfs[vf.pci] = VfState(policy=policy.name)
+                    self.vfs[vf.pci] = VfState(policy=policy.name, itr=self.vfs[vf.pci].itr if changed else 0)
             for pf in inv.pfs:
                 if pf.name not in self._controllers:
                     ctl = self._pf_controller_factory(pf.name, self.caps)
                     self._controllers[pf.name] = ctl
                     self.pfs[pf.name] = PfState(controller=ctl.name)
-            # VFs that went away (guest stopped, VFs disabled) stop being tuned.
-            gone = set(self._policies) - {vf.pci for vf in inv.vfs()}
-            for pci in gone:
+            # VFs that went away (VFs disabled) stop being tuned.
+            for pci in set(self._policies) - {vf.pci for vf in inv.vfs()}:
                 del self._policies[pci]
                 del self.vfs[pci]
+        decisions = []
+        for pci in handed_back:
+            owner = _owner(before[pci]) or "no guest"
+            decisions.append(self._apply_itr(pci, ItrDecision(0, f"owner changed (was {owner}): back to adaptive"), t))
         if self.store is not None:
-            self.store.record_inventory(inv, self.wall(self.host.now()))
+            self.store.record_inventory(inv, t)
+        return decisions
 
     # -- one tick -----------------------------------------------------------
 
     def tick(self) -> None:
+        decisions: list[Decision] = []
+        if self._refresh_reason is not None or (self.ticks and self.ticks % self.config.inventory_every == 0):
+            reason, self._refresh_reason = self._refresh_reason, None
+            if reason:
+                log.info("inventory refresh: %s", reason)
+            decisions.extend(self.refresh_inventory())
         snap = self.host.snapshot()
         for err in snap.errors:
             log.warning("snapshot: %s", err)
@@ -133,7 +161,6 @@ class Agent:
         modes = {name: st.mode for name, st in self.pfs.items()}
         vf_samples, pf_samples = self._deriver.derive(snap, self.inventory, itrs, modes)
         now = self.wall(snap.time)
-        decisions: list[Decision] = []
         for s in vf_samples:
             decision = self._policies[s.pci].step(s)
             if decision is not None:

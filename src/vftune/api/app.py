@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import time
 from datetime import datetime
 from typing import Any, Callable
@@ -56,6 +57,7 @@ def _vf_out(vf: VfInfo, st: VfState | None, wall: Callable[[float], float]) -> d
         "guest_uuid": vf.guest.uuid if vf.guest else None,
         "itr": st.itr if st else 0,
         "policy": st.policy if st else "",
+        "phase": str(st.policy_state.get("phase")) if st and st.policy_state.get("phase") else None,
         "rx_pps": s.rx_pps if s else None,
         "rx_bps": s.rx_bps if s else None,
         "tx_pps": s.tx_pps if s else None,
@@ -196,6 +198,31 @@ def create_app(agent: Agent, store: Store | None, detail: str = "") -> FastAPI:
         if t_since > t_until:
             raise BadParameter(f"since={since!r} is after until={until!r}")
         return store.decisions(None, t_since, t_until, limit) if store else []
+
+    @app.post("/v1/events", status_code=202, response_model=models.GuestEventOut,
+              responses={422: {"model": models.ErrorBody}})
+    def guest_event(event: models.GuestEventIn) -> Any:
+        """A guest started or stopped (libvirt hook): re-read who owns which VF on the next tick."""
+        if event.operation not in models.GUEST_OPERATIONS:
+            raise BadParameter(f"operation={event.operation!r}: not one of {', '.join(models.GUEST_OPERATIONS)}")
+        bad = [pci for pci in event.vfs if not re.match(PCI_ADDRESS, pci)]
+        if bad:
+            raise BadParameter(f"vfs: {bad[0]!r} is not a PCI address like 0000:03:10.0")
+        t = wall_now()
+        event_id = store.record_guest_event(t, event.guest, event.uuid, event.operation, event.vfs,
+                                            event.source) if store else 0
+        agent.request_refresh(f"{event.source}: {event.guest} {event.operation}")
+        return {"id": event_id, "t": t, **event.model_dump()}
+
+    @app.get("/v1/events", response_model=list[models.GuestEventOut])
+    def guest_events(
+        since: str | None = Query(None, description="Unix seconds or ISO 8601; default one hour ago"),
+        until: str | None = Query(None, description="Unix seconds or ISO 8601; default now"),
+        limit: int = Query(1000, ge=1, le=100_000),
+    ) -> Any:
+        t_until = parse_time("until", until, wall_now())
+        t_since = parse_time("since", since, t_until - HISTORY_DEFAULT_S)
+        return store.guest_events(t_since, t_until, limit) if store else []
 
     @app.get("/metrics", include_in_schema=False)
     def metrics() -> Response:

@@ -79,6 +79,7 @@ class VfOut(BaseModel):
     guest_uuid: str | None
     itr: int = Field(description="interrupts/s set now; 0 = the VF's own adaptive ITR")
     policy: str
+    phase: str | None = Field(description="the policy's phase: idle, probing, holding")
     rx_pps: float | None
     rx_bps: float | None
     tx_pps: float | None
@@ -126,3 +127,26 @@ class History(BaseModel):
     until: float
     samples: list[SampleOut]
     decisions: list[DecisionOut]
+
+
+GUEST_OPERATIONS = ("prepare", "start", "started", "stopped", "release", "migrate", "restore", "reconnect", "attach")
+
+
+class GuestEventIn(BaseModel):
+    """What a libvirt hook reports: a guest's lifecycle step and the VFs its XML holds."""
+
+    guest: str = Field(min_length=1, max_length=256)
+    uuid: str | None = Field(default=None, max_length=64)
+    operation: str = Field(description="libvirt hook operation: " + ", ".join(GUEST_OPERATIONS))
+    vfs: list[str] = Field(default_factory=list, description="PCI addresses from the domain XML")
+    source: str = Field(default="libvirt-hook", max_length=64)
+
+
+class GuestEventOut(BaseModel):
+    id: int
+    t: float
+    guest: str
+    uuid: str | None
+    operation: str
+    vfs: list[str]
+    source: str

@@ -56,7 +56,7 @@ def render(state: dict[str, Any], console: Console) -> None:
                     str(pf["napi_budget"] or "-"), _rate(pf["rx_pps"], "p/s"), pf["last_decision"] or "")
     console.print(pfs)
     vfs = Table(title="VFs", title_justify="left")
-    for col in ("VF", "PF", "#", "guest", "ITR/s", "rx", "rx pps", "tx", "irq/s", "cpu", "policy"):
+    for col in ("VF", "PF", "#", "guest", "ITR/s", "rx", "rx pps", "tx", "irq/s", "cpu", "phase", "last decision"):
         vfs.add_column(col, justify="right" if col in {"#", "ITR/s", "rx", "rx pps", "tx", "irq/s", "cpu"} else "left")
     for vf in state["vfs"]:
         itr = "adaptive" if vf["itr"] == 0 else str(vf["itr"])
@@ -64,7 +64,7 @@ def render(state: dict[str, Any], console: Console) -> None:
         vfs.add_row(
             vf["pci"], vf["pf"], str(vf["index"]), vf["guest"] or "-", itr,
             _rate(vf["rx_bps"], "b/s"), _rate(vf["rx_pps"], "p/s"), _rate(vf["tx_bps"], "b/s"),
-            _rate(vf["interrupts_per_s"], "/s"), cpu, vf["last_decision"] or vf["policy"],
+            _rate(vf["interrupts_per_s"], "/s"), cpu, vf["phase"] or vf["policy"], vf["last_decision"] or "",
         )
     console.print(vfs)
 

@@ -59,6 +59,12 @@ MIGRATIONS: list[str] = [
         rows INTEGER NOT NULL
     );
     """,
+    """
+    CREATE TABLE guest_events (
+        id INTEGER PRIMARY KEY AUTOINCREMENT, t REAL NOT NULL, guest TEXT NOT NULL,
+        uuid TEXT, operation TEXT NOT NULL, vfs TEXT NOT NULL, source TEXT NOT NULL
+    );
+    """,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -185,6 +191,23 @@ class Store:
         with self._lock, self._db:
             self._db.execute("INSERT INTO cost_fits VALUES (?,?,?,?,?)", (t, alpha, beta, gamma, rows))
 
+    def record_guest_event(self, t: float, guest: str, uuid: str | None, operation: str,
+                           vfs: Sequence[str], source: str) -> int:
+        with self._lock, self._db:
+            cur = self._db.execute(
+                "INSERT INTO guest_events (t, guest, uuid, operation, vfs, source) VALUES (?,?,?,?,?,?)",
+                (t, guest, uuid, operation, " ".join(vfs), source),
+            )
+            return int(cur.lastrowid or 0)
+
+    def guest_events(self, since: float, until: float, limit: int) -> list[dict[str, Any]]:
+        rows = self._rows(
+            "SELECT * FROM guest_events WHERE t >= ? AND t <= ? ORDER BY id DESC LIMIT ?", (since, until, limit)
+        )
+        for r in rows:
+            r["vfs"] = r["vfs"].split()
+        return rows[::-1]
+
     def start_run(self, t: float, backend: str, detail: str) -> int:
         with self._lock, self._db:
             cur = self._db.execute(
@@ -239,7 +262,7 @@ class Store:
         return rows[0] if rows else None
 
     def count(self, table: str) -> int:
-        if table not in {"samples", "pf_samples", "decisions", "vfs", "pfs", "runs", "cost_fits"}:
+        if table not in {"samples", "pf_samples", "decisions", "vfs", "pfs", "runs", "cost_fits", "guest_events"}:
             raise ValueError(f"unknown table {table!r}")
         return self._rows(f"SELECT COUNT(*) AS n FROM {table}")[0]["n"]
 
