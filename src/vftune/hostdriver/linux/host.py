@@ -1,0 +1,442 @@
+"""LinuxHost: the HostDriver for a real KVM host (sysfs, procfs, netlink, ethtool, libvirt).
+
+Roots are configurable as node_exporter's --path.sysfs / --path.procfs are, so the same code
+runs on a fixture tree. Every write is read back and its old value journaled; restore()
+puts everything back. Expected failures come back as Applied(ok=False) plus a log line.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import threading
+import time
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+from vftune.hostdriver.base import (
+    RX_MODES,
+    Applied,
+    Capabilities,
+    HostDriver,
+    HostError,
+    Inventory,
+    PfCounters,
+    Snapshot,
+    VfCounters,
+    WriteJournal,
+    itr_to_usecs,
+    usecs_to_itr,
+)
+from vftune.hostdriver.linux import patched_attrs as pa
+from vftune.hostdriver.linux.counter_health import CounterHealth
+from vftune.hostdriver.linux.cpu import ProcessCpu, parse_proc_stat
+from vftune.hostdriver.linux.ethtool_coalesce import CoalesceIO
+from vftune.hostdriver.linux.libvirt_guests import GuestDirectory, GuestView
+from vftune.hostdriver.linux.netlink_vfstats import LinkStats, as_source, parse_link
+from vftune.hostdriver.linux.proc_interrupts import InterruptCounts, parse_interrupts
+from vftune.hostdriver.linux.sysfs_inventory import PfDevice, SysfsScan, scan
+from vftune.hostdriver.linux.sysfs_io import describe_oserror, read_optional, read_text, write_text
+
+log = logging.getLogger("vftune.linux")
+
+# Stock-kernel stand-in for "stay in polling" (Salim's parked state): defer hard IRQs for two
+# empty polls, re-arm after 200 us. The stock default (0, 0) re-enables the interrupt after
+# every poll, which at low load is one interrupt per packet: "de".
+STOCK_NAPI_DEFER = 2
+STOCK_NAPI_GRO_FLUSH_NS = 200_000
+PATCHED_REFRESH_S = 0.01  # patched PF: one hardware read per VF per 10 ms
+STOCK_REFRESH_S = 2.0  # stock ixgbe service task
+
+
+class LinuxHost(HostDriver):
+    name = "linux"
+
+    def __init__(
+        self,
+        sysfs_root: str | os.PathLike[str] = "/sys",
+        procfs_root: str | os.PathLike[str] = "/proc",
+        libvirt_uri: str | None = "qemu:///system",
+        netlink: Any = None,
+        *,
+        ethtool: Any = None,
+        run_root: str | os.PathLike[str] = "/run",
+        guest_agent_itr: Mapping[str, str] | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        sleeper: Callable[[float], None] = time.sleep,
+        libvirt_wait_s: float = 5.0,
+    ) -> None:
+        """netlink: None opens pyroute2's IPRoute; an IPRoute (e.g. in a netns) or any object with
+        link_reply(ifname) -> wire bytes is used instead. ethtool: a pyroute2 Ethtool to use.
+        guest_agent_itr: VF PCI address -> interface name inside its guest, for guests whose
+        ITR is pushed through the QEMU guest agent (off unless listed)."""
+        self.sysfs_root = Path(sysfs_root)
+        self.procfs_root = Path(procfs_root)
+        self.libvirt_uri = libvirt_uri
+        self._source = as_source(netlink)
+        self._coalesce = CoalesceIO(ethtool)
+        self._guest_agent_itr = dict(guest_agent_itr or {})
+        self._clock = clock
+        self._sleeper = sleeper
+        self._libvirt_wait_s = libvirt_wait_s
+        self._journal = WriteJournal()
+        self._cpu = ProcessCpu(self.procfs_root)
+        self._scan: SysfsScan | None = None
+        self._health: CounterHealth | None = None
+        self._inventory_lock = threading.Lock()
+        self.inventory_generation = 0  # bumped when libvirt reports a guest change
+        self._listeners: list[Callable[[], None]] = []
+        self._guests: GuestDirectory | None = None
+        if libvirt_uri:
+            self._guests = GuestDirectory(
+                libvirt_uri, self.procfs_root, Path(run_root), on_change=self._on_guests_changed
+            )
+
+    # -- inventory ----------------------------------------------------------------
+
+    def _on_guests_changed(self, view: GuestView) -> None:
+        self.inventory_generation += 1
+        for listener in list(self._listeners):
+            listener()
+
+    def add_inventory_listener(self, listener: Callable[[], None]) -> None:
+        """Called (on libvirt's worker thread) when guests start or stop: time to call inventory()."""
+        self._listeners.append(listener)
+
+    def _guest_view(self) -> GuestView:
+        if self._guests is None:
+            return GuestView()
+        return self._guests.start(self._libvirt_wait_s)
+
+    @property
+    def inventory_errors(self) -> tuple[str, ...]:
+        """Why guests may be missing from the inventory (libvirt down, unreadable domain XML)."""
+        return self._guests.view().errors if self._guests is not None else ()
+
+    def inventory(self) -> Inventory:
+        sysfs = scan(self.sysfs_root)
+        guests = self._guest_view().by_pci
+        pfs = tuple(
+            dataclasses.replace(pf, vfs=tuple(dataclasses.replace(vf, guest=guests.get(vf.pci)) for vf in pf.vfs))
+            for pf in sysfs.pfs
+        )
+        with self._inventory_lock:
+            self._scan = sysfs
+            if self._health is None:
+                self._health = CounterHealth(self._refresh_s(sysfs))
+            self._health.refresh_s = self._refresh_s(sysfs)
+            self._health.forget(set(sysfs.vf_devices))
+        return Inventory(pfs=pfs, ignored=sysfs.ignored)
+
+    def _current_scan(self) -> SysfsScan:
+        if self._scan is None:
+            self.inventory()
+        assert self._scan is not None
+        return self._scan
+
+    @staticmethod
+    def _refresh_s(sysfs: SysfsScan) -> float:
+        devs = sysfs.pf_devices.values()
+        return PATCHED_REFRESH_S if devs and all(d.patched_itr for d in devs) else STOCK_REFRESH_S
+
+    # -- capabilities ----------------------------------------------------------------
+
+    def capabilities(self) -> Capabilities:
+        sysfs = self._current_scan()
+        devs = list(sysfs.pf_devices.values())
+        missing: list[str] = []
+        if not devs:
+            missing.append(f"{self.sysfs_root}/class/net: no Intel 82599 PF found; nothing to tune")
+        patched_itr = [d for d in devs if d.patched_itr]
+        for d in devs:
+            if not d.patched_itr and d.name in {vf.pf for vf in sysfs.vf_devices.values()}:
+                missing.append(f"{d.name}: no per-VF ITR, {d.device_dir}/{pa.SRIOV_DIR}/ is absent "
+                               "(stock ixgbe); its VFs are observed only")
+        stock_knobs = all((d.net_dir / pa.NAPI_DEFER_HARD_IRQS).exists() and (d.net_dir / pa.GRO_FLUSH_TIMEOUT).exists()
+                          for d in devs)
+        modes: set[str] = set(RX_MODES)
+        for d in devs:
+            if d.patched_rxmode:
+                continue
+            modes.discard("hybrid")
+            missing.append(f"{d.name}: no {d.device_dir}/{pa.RXMODE_DIR}/ (stock ixgbe): hybrid needs the patched "
+                           f"driver; napi/de use {pa.NAPI_DEFER_HARD_IRQS} and {pa.GRO_FLUSH_TIMEOUT}")
+            if not stock_knobs:
+                modes.discard("de")
+        budget_file = self.procfs_root / pa.NETDEV_BUDGET
+        napi_budget = bool(devs) and all(
+            d.patched_rxmode or os.access(budget_file, os.W_OK) for d in devs
+        )
+        if not napi_budget and devs:
+            missing.append(f"no per-PF poll_limit and {budget_file} is not writable: NAPI budget fixed")
+        pf_coalesce = False
+        if devs:
+            try:
+                self._coalesce.get_rx_usecs(devs[0].name)
+                pf_coalesce = True
+            except HostError as exc:
+                missing.append(f"PF coalescing unavailable: {exc}")
+        if self._guests is not None:
+            missing.extend(self._guest_view().errors)
+        return Capabilities(
+            backend=self.name,
+            vf_itr=bool(patched_itr) or bool(self._guest_agent_itr),
+            rx_modes=tuple(m for m in RX_MODES if m in modes) if devs else ("napi",),
+            pf_coalesce=pf_coalesce,
+            napi_budget=napi_budget,
+            counter_refresh_s=self._refresh_s(sysfs),
+            missing=tuple(missing),
+        )
+
+    # -- sampling ---------------------------------------------------------------------
+
+    def now(self) -> float:
+        return self._clock()
+
+    def sleep(self, seconds: float) -> None:
+        self._sleeper(seconds)
+
+    def snapshot(self) -> Snapshot:
+        sysfs = self._current_scan()
+        health = self._health
+        assert health is not None
+        errors: list[str] = []
+        t = self.now()
+
+        interrupts: InterruptCounts | None = None
+        irq_path = self.procfs_root / "interrupts"
+        try:
+            interrupts = parse_interrupts(irq_path.read_text())
+        except OSError as exc:
+            errors.append(describe_oserror(irq_path, exc))
+        host_irq, host_cpus = 0.0, 1
+        stat_path = self.procfs_root / "stat"
+        try:
+            host = parse_proc_stat(stat_path.read_text())
+            host_irq, host_cpus = host.irq_seconds, host.cpus
+        except OSError as exc:
+            errors.append(describe_oserror(stat_path, exc))
+        except (HostError, ValueError, IndexError) as exc:
+            errors.append(f"{stat_path}: {exc}")
+
+        links: dict[str, LinkStats] = {}
+        pfs: dict[str, PfCounters] = {}
+        for name, dev in sysfs.pf_devices.items():
+            try:
+                link = links[name] = parse_link(self._source.link_reply(name), name)
+            except HostError as exc:
+                errors.append(str(exc))
+                continue
+            pfs[name] = self._pf_counters(dev, link)
+
+        vfs: dict[str, VfCounters] = {}
+        for pci, vf in sysfs.vf_devices.items():
+            link = links.get(vf.pf)
+            if link is None:
+                continue
+            stat = link.vfs.get(vf.index)
+            if stat is None:
+                errors.append(f"{vf.pf} VF {vf.index} ({pci}): not in the PF's netlink VF list (VF removed?)")
+                continue
+            irqs = interrupts.for_vf(pci, vf.msi_irqs) if interrupts is not None else None
+            h = health.update(pci, t, stat.rx_packets + stat.tx_packets, irqs,
+                              always_fresh=sysfs.pf_devices[vf.pf].patched_itr)
+            vfs[pci] = VfCounters(
+                rx_packets=stat.rx_packets, rx_bytes=stat.rx_bytes,
+                tx_packets=stat.tx_packets, tx_bytes=stat.tx_bytes,
+                interrupts=irqs, counters_time=h.counters_time, stale=h.stale, interrupts_frozen=h.interrupts_frozen,
+            )
+
+        guest_cpu: dict[str, float] = {}
+        if self._guests is not None:
+            for guest in {g.name: g for g in self._guests.view().by_pci.values()}.values():
+                if guest.pid is None:
+                    continue
+                try:
+                    guest_cpu[guest.name] = self._cpu.seconds(guest.pid)
+                except HostError as exc:
+                    errors.append(f"guest {guest.name}: {exc}")
+        return Snapshot(time=t, vfs=vfs, pfs=pfs, guest_cpu=guest_cpu, host_irq_cpu=host_irq,
+                        host_cpus=host_cpus, errors=tuple(errors))
+
+    def _pf_counters(self, dev: PfDevice, link: LinkStats) -> PfCounters:
+        mode = rate = switches = None
+        if dev.patched_rxmode:
+            mode = read_optional(pa.rxmode(dev.device_dir, pa.RXMODE_CURRENT))
+            rate_text = read_optional(pa.rxmode(dev.device_dir, pa.RXMODE_RATE_PPS))
+            sw_text = read_optional(pa.rxmode(dev.device_dir, pa.RXMODE_SWITCHES))
+            rate = int(rate_text) if rate_text and rate_text.isdigit() else None
+            switches = int(sw_text) if sw_text and sw_text.isdigit() else None
+        else:
+            defer = read_optional(dev.net_dir / pa.NAPI_DEFER_HARD_IRQS)
+            if defer is not None and defer.isdigit():
+                mode = "napi" if int(defer) > 0 else "de"
+        return PfCounters(rx_packets=link.rx_packets, rx_bytes=link.rx_bytes,
+                          current_mode=mode, rate_pps=rate, switches=switches)
+
+    # -- writes -------------------------------------------------------------------------
+
+    def _write_sysfs(self, path: Path, value: int | str) -> tuple[str, str]:
+        """Write, journal the first old value, read back. Returns (old, now)."""
+        old = read_text(path)
+        write_text(path, str(value))
+        self._journal.remember(str(path), "sysfs", old)
+        return old, read_text(path)
+
+    @staticmethod
+    def _failed(target: str, setting: str, requested: object, error: str, old: object = None) -> Applied:
+        log.warning("%s %s=%s failed: %s", target, setting, requested, error)
+        return Applied(target, setting, requested, old, None, ok=False, error=error)
+
+    def set_vf_itr(self, vf_pci: str, itr: int) -> Applied:
+        sysfs = self._current_scan()
+        vf = sysfs.vf_devices.get(vf_pci)
+        if vf is None:
+            return self._failed(vf_pci, "itr", itr, f"{vf_pci}: not a VF of a managed 82599 PF")
+        dev = sysfs.pf_devices[vf.pf]
+        usecs = pa.ITR_ADAPTIVE if itr <= 0 else itr_to_usecs(itr)
+        if not dev.patched_itr:
+            if vf_pci in self._guest_agent_itr:
+                return self._push_via_guest_agent(vf_pci, itr, usecs)
+            return self._failed(vf_pci, "itr", itr, f"{dev.device_dir}/{pa.SRIOV_DIR}: absent, {vf.pf} runs "
+                                "stock ixgbe without per-VF ITR")
+        itr_path = pa.vf_itr_usecs(dev.device_dir, vf.index)
+        try:
+            if read_text(pa.vf_itr_capable(dev.device_dir, vf.index)) != "1":
+                return self._failed(vf_pci, "itr", itr, f"{pa.vf_itr_capable(dev.device_dir, vf.index)} is 0: "
+                                    "the VF driver has not negotiated per-VF ITR")
+            old = read_text(itr_path)
+            # What the VF ran before our first request: restore() has to ask for it explicitly,
+            # because writing the old "0" back only withdraws a request (vfdriver-patches/README.md).
+            ran = read_text(pa.vf_itr_applied_usecs(dev.device_dir, vf.index))
+            write_text(itr_path, str(usecs))
+            self._journal.remember(str(itr_path), "vf_itr", (old, int(ran) if ran.isdigit() else 0))
+            now = read_text(itr_path)
+        except HostError as exc:
+            return self._failed(vf_pci, "itr", itr, str(exc))
+        return Applied(vf_pci, "itr", itr, usecs_to_itr(int(old)), usecs_to_itr(int(now)))
+
+    def vf_itr_confirmed(self, vf_pci: str) -> int | None:
+        """The rate the VF itself reports applying (patched itr_applied_usecs), in interrupts/s;
+        None where the host cannot tell (stock PF, unknown VF) or before the VF confirmed anything."""
+        vf = self._current_scan().vf_devices.get(vf_pci)
+        if vf is None:
+            return None
+        dev = self._current_scan().pf_devices[vf.pf]
+        if not dev.patched_itr:
+            return None
+        text = read_optional(pa.vf_itr_applied_usecs(dev.device_dir, vf.index))
+        if text is None or not text.isdigit() or int(text) == pa.ITR_LEAVE_ALONE:
+            return None
+        return usecs_to_itr(int(text))
+
+    def _push_via_guest_agent(self, vf_pci: str, itr: int, usecs: int) -> Applied:
+        guest = (self._guests.view().by_pci.get(vf_pci) if self._guests is not None else None)
+        if guest is None or self._guests is None:
+            return self._failed(vf_pci, "itr", itr, f"{vf_pci}: no running guest holds this VF")
+        ifname = self._guest_agent_itr[vf_pci]
+        try:
+            self._guests.agent_set_rx_usecs(guest.name, ifname, usecs)
+        except HostError as exc:
+            return self._failed(vf_pci, "itr", itr, str(exc))
+        # ixgbevf's default is adaptive (1); that is what restore() puts back.
+        self._journal.remember(vf_pci, "guest_agent", (guest.name, ifname, pa.ITR_ADAPTIVE))
+        return Applied(vf_pci, "itr", itr, None, usecs_to_itr(usecs))
+
+    def set_pf_rx_mode(self, pf: str, mode: str, napi_budget: int | None = None) -> Applied:
+        dev = self._current_scan().pf_devices.get(pf)
+        if dev is None:
+            return self._failed(pf, "rx_mode", mode, f"{pf}: not a managed 82599 PF")
+        if mode not in RX_MODES:
+            return self._failed(pf, "rx_mode", mode, f"{pf}: unknown rx mode {mode!r} (napi, de, hybrid)")
+        try:
+            if dev.patched_rxmode:
+                if napi_budget is not None:
+                    if not 1 <= napi_budget <= pa.POLL_LIMIT_MAX:
+                        return self._failed(pf, "rx_mode", mode, f"{pf}: napi budget {napi_budget} out of range "
+                                            f"1..{pa.POLL_LIMIT_MAX}")
+                    self._write_sysfs(pa.rxmode(dev.device_dir, pa.RXMODE_POLL_LIMIT), napi_budget)
+                old, now = self._write_sysfs(pa.rxmode(dev.device_dir, pa.RXMODE_MODE), mode)
+                return Applied(pf, "rx_mode", mode, old, now, ok=now == mode,
+                               error=None if now == mode else f"{pf}: rxmode/mode reads back {now!r}")
+            if mode == "hybrid":
+                return self._failed(pf, "rx_mode", mode, f"{dev.device_dir}/{pa.RXMODE_DIR}: absent, hybrid needs "
+                                    "the patched ixgbe")
+            defer, gro = (STOCK_NAPI_DEFER, STOCK_NAPI_GRO_FLUSH_NS) if mode == "napi" else (0, 0)
+            if napi_budget is not None:
+                self._write_sysfs(self.procfs_root / pa.NETDEV_BUDGET, napi_budget)
+            self._write_sysfs(dev.net_dir / pa.GRO_FLUSH_TIMEOUT, gro)
+            old_defer, now_defer = self._write_sysfs(dev.net_dir / pa.NAPI_DEFER_HARD_IRQS, defer)
+        except HostError as exc:
+            return self._failed(pf, "rx_mode", mode, str(exc))
+        as_mode = {True: "napi", False: "de"}
+        return Applied(pf, "rx_mode", mode, as_mode[int(old_defer) > 0], as_mode[int(now_defer) > 0])
+
+    def set_pf_coalesce(self, pf: str, rx_usecs: int) -> Applied:
+        if pf not in self._current_scan().pf_devices:
+            return self._failed(pf, "rx_usecs", rx_usecs, f"{pf}: not a managed 82599 PF")
+        if not 0 <= rx_usecs <= 1022:
+            return self._failed(pf, "rx_usecs", rx_usecs, f"{pf}: rx-usecs {rx_usecs} out of range 0..1022")
+        return self._set_coalesce(pf, rx_usecs)
+
+    def _set_coalesce(self, ifname: str, rx_usecs: int, remember: bool = True) -> Applied:
+        try:
+            old = self._coalesce.get_rx_usecs(ifname)
+            now = self._coalesce.set_rx_usecs(ifname, rx_usecs)
+        except HostError as exc:
+            return self._failed(ifname, "rx_usecs", rx_usecs, str(exc))
+        if remember:
+            self._journal.remember(ifname, "rx_usecs", old)
+        return Applied(ifname, "rx_usecs", rx_usecs, old, now)
+
+    # -- restore ----------------------------------------------------------------------------
+
+    def restore(self) -> list[Applied]:
+        results: list[Applied] = []
+        for target, setting, old in self._journal.drain():
+            if setting == "sysfs":
+                path = Path(target)
+                try:
+                    before = read_text(path)
+                    write_text(path, str(old))
+                    results.append(Applied(target, path.name, old, before, read_text(path)))
+                except HostError as exc:
+                    results.append(self._failed(target, path.name, old, str(exc)))
+            elif setting == "vf_itr":
+                results.append(self._restore_vf_itr(Path(target), *old))  # type: ignore[misc]
+            elif setting == "rx_usecs":
+                results.append(self._set_coalesce(target, int(old), remember=False))  # type: ignore[call-overload]
+            elif setting == "guest_agent" and self._guests is not None:
+                guest, ifname, usecs = old  # type: ignore[misc]
+                try:
+                    self._guests.agent_set_rx_usecs(guest, ifname, usecs)
+                    results.append(Applied(target, "itr", 0, None, 0))
+                except HostError as exc:
+                    results.append(self._failed(target, "itr", 0, str(exc)))
+        return results
+
+    def _restore_vf_itr(self, path: Path, old_request: str, ran_usecs: int) -> Applied:
+        """Put back the VF's own setting, then the old request: 0 ("no request") keeps what the VF runs.
+
+        A VF that reported 0 (no throttling) cannot be asked for that (0 means "no request"), and
+        one that never reported ran ixgbevf's default: both get adaptive (1)."""
+        try:
+            before = read_text(path)
+            if old_request == str(pa.ITR_LEAVE_ALONE):
+                write_text(path, str(ran_usecs if ran_usecs >= pa.ITR_ADAPTIVE else pa.ITR_ADAPTIVE))
+            write_text(path, old_request)
+            return Applied(str(path), path.name, old_request, before, read_text(path))
+        except HostError as exc:
+            return self._failed(str(path), path.name, old_request, str(exc))
+
+    def close(self) -> None:
+        if self._guests is not None:
+            self._guests.stop()
+        self._source.close()
+        self._coalesce.close()
+
+    # -- for tests and the CLI -----------------------------------------------------------------
+
+    def libvirt_connection(self) -> Any:
+        return self._guests.connection() if self._guests is not None else None

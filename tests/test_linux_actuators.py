@@ -1,0 +1,236 @@
+"""Writes of the Linux backend on the fixture tree: read back, journaled, restored, and failing cleanly."""
+
+from __future__ import annotations
+
+import errno
+import logging
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent / "fixtures"))
+import hosttree  # noqa: E402
+from linux_host import make_host  # noqa: E402
+
+from vftune.hostdriver.linux.sysfs_io import describe_oserror  # noqa: E402
+
+PF0_DEV = "sys/devices/pci0000:00/0000:00:03.0/0000:03:00.0"
+VF0 = hosttree.vf_bdf(hosttree.PF0[0], 0)
+
+
+def tree_contents(root: Path) -> dict[str, str]:
+    out = {}
+    for dirpath, _dirs, files in os.walk(root):
+        for f in files:
+            p = Path(dirpath) / f
+            if not p.is_symlink():
+                out[str(p.relative_to(root))] = p.read_text(errors="replace")
+    return out
+
+
+def read(root: Path, rel: str) -> str:
+    return (root / rel).read_text().strip()
+
+
+def test_vf_itr_is_written_in_usecs_and_read_back(tmp_path: Path) -> None:
+    host, _ = make_host(tmp_path, libvirt=False)
+    try:
+        host.inventory()
+        a = host.set_vf_itr(VF0, 20000)
+        assert (a.ok, a.old, a.applied) == (True, 0, 20000)
+        assert read(tmp_path, f"{PF0_DEV}/sriov/0/itr_usecs") == "50"
+        a = host.set_vf_itr(VF0, 0)  # hand back to the VF's adaptive ITR
+        assert (a.ok, a.old, a.applied) == (True, 20000, 0)
+        assert read(tmp_path, f"{PF0_DEV}/sriov/0/itr_usecs") == "1"
+        a = host.set_vf_itr(VF0, 1_000_000)  # above the 82599's fastest: clamped to 2 us
+        assert read(tmp_path, f"{PF0_DEV}/sriov/0/itr_usecs") == "2" and a.applied == 500000
+        # The VF confirms over the mailbox later; until then the host cannot tell.
+        assert host.vf_itr_confirmed(VF0) is None
+        (tmp_path / PF0_DEV / "sriov/0/itr_applied_usecs").write_text("2\n")
+        assert host.vf_itr_confirmed(VF0) == 500000
+        assert host.vf_itr_confirmed(hosttree.vf_bdf(hosttree.PF1[0], 0)) is None  # stock PF
+    finally:
+        host.close()
+
+
+def test_vf_itr_refused_where_the_host_cannot_set_it(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    host, _ = make_host(tmp_path, libvirt=False)
+    try:
+        host.inventory()
+        before = tree_contents(tmp_path)
+        stock_vf = hosttree.vf_bdf(hosttree.PF1[0], 0)
+        with caplog.at_level(logging.WARNING, logger="vftune.linux"):
+            a = host.set_vf_itr(stock_vf, 20000)
+        assert not a.ok and "0000:03:00.1/sriov: absent, enp3s0f1 runs stock ixgbe" in (a.error or "")
+        assert any(stock_vf in r.getMessage() and "failed" in r.getMessage() for r in caplog.records)
+        unbound = hosttree.vf_bdf(hosttree.PF0[0], 40)
+        a = host.set_vf_itr(unbound, 20000)
+        assert not a.ok and a.error.endswith("sriov/40/itr_capable is 0: the VF driver has not negotiated per-VF ITR")
+        a = host.set_vf_itr("0000:99:00.0", 20000)
+        assert not a.ok and a.error == "0000:99:00.0: not a VF of a managed 82599 PF"
+        assert tree_contents(tmp_path) == before
+    finally:
+        host.close()
+
+
+def test_pf_rx_mode_patched_and_stock(tmp_path: Path) -> None:
+    host, _ = make_host(tmp_path, libvirt=False)
+    try:
+        host.inventory()
+        a = host.set_pf_rx_mode("enp3s0f0", "hybrid", napi_budget=2)
+        assert (a.ok, a.old, a.applied) == (True, "napi", "hybrid")
+        assert read(tmp_path, f"{PF0_DEV}/rxmode/mode") == "hybrid"
+        assert read(tmp_path, f"{PF0_DEV}/rxmode/poll_limit") == "2"
+        a = host.set_pf_rx_mode("enp3s0f0", "de", napi_budget=100)
+        assert not a.ok and a.error == "enp3s0f0: napi budget 100 out of range 1..64"
+        assert read(tmp_path, f"{PF0_DEV}/rxmode/mode") == "hybrid"
+        a = host.set_pf_rx_mode("enp3s0f0", "turbo")
+        assert not a.ok and a.error == "enp3s0f0: unknown rx mode 'turbo' (napi, de, hybrid)"
+        a = host.set_pf_rx_mode("enp3s0f1", "hybrid")
+        assert not a.ok and "rxmode: absent, hybrid needs the patched ixgbe" in (a.error or "")
+        a = host.set_pf_rx_mode("enp3s0f1", "napi", napi_budget=600)
+        assert (a.ok, a.old, a.applied) == (True, "de", "napi")
+        assert read(tmp_path, "sys/class/net/enp3s0f1/napi_defer_hard_irqs") == "2"
+        assert read(tmp_path, "sys/class/net/enp3s0f1/gro_flush_timeout") == "200000"
+        assert read(tmp_path, "proc/sys/net/core/netdev_budget") == "600"
+    finally:
+        host.close()
+
+
+def test_restore_puts_back_every_value_written(tmp_path: Path) -> None:
+    host, _ = make_host(tmp_path, libvirt=False)
+    try:
+        host.inventory()
+        before = tree_contents(tmp_path)
+        for n, itr in ((0, 20000), (1, 8000), (0, 12000), (2, 0)):
+            assert host.set_vf_itr(hosttree.vf_bdf(hosttree.PF0[0], n), itr).ok
+        assert host.set_pf_rx_mode("enp3s0f0", "de", 8).ok
+        assert host.set_pf_rx_mode("enp3s0f0", "hybrid", 2).ok
+        assert host.set_pf_rx_mode("enp3s0f1", "napi", 500).ok
+        assert tree_contents(tmp_path) != before
+        restored = host.restore()
+        assert tree_contents(tmp_path) == before
+        assert all(a.ok for a in restored)
+        # Each file once, with the value from before the first write; newest first.
+        assert len(restored) == 8 == len({a.target for a in restored})
+        assert restored[0].target.endswith("enp3s0f1/napi_defer_hard_irqs")
+        itr0 = next(a for a in restored if a.target.endswith("sriov/0/itr_usecs"))
+        assert (itr0.old, itr0.requested, itr0.applied) == ("82", "0", "0")  # 12000/s -> 83 us, even
+        assert host.restore() == []
+    finally:
+        host.close()
+
+
+def test_write_to_a_vanished_vf_directory_fails_with_enoent(tmp_path: Path) -> None:
+    host, _ = make_host(tmp_path, libvirt=False)
+    try:
+        host.inventory()
+        shutil.rmtree(tmp_path / PF0_DEV / "sriov" / "3")  # VFs disabled behind our back
+        a = host.set_vf_itr(hosttree.vf_bdf(hosttree.PF0[0], 3), 20000)
+        assert not a.ok
+        assert a.error == f"{tmp_path / PF0_DEV}/sriov/3/itr_capable: No such file or directory (errno 2)"
+        assert host.restore() == []
+    finally:
+        host.close()
+
+
+@pytest.mark.skipif(shutil.which("chattr") is None, reason="chattr not installed")
+def test_write_refused_with_eperm_is_reported_and_restore_goes_on(tmp_path: Path) -> None:
+    host, _ = make_host(tmp_path, libvirt=False)
+    mode_file = tmp_path / PF0_DEV / "rxmode" / "mode"
+    try:
+        host.inventory()
+        assert host.set_vf_itr(VF0, 20000).ok
+        # An immutable file refuses writes even to root: EPERM, as a missing CAP_NET_ADMIN would.
+        if subprocess.run(["chattr", "+i", str(mode_file)], capture_output=True).returncode != 0:
+            pytest.skip(f"{tmp_path} does not support immutable files")
+        a = host.set_pf_rx_mode("enp3s0f0", "de")
+        assert not a.ok and a.error == f"{mode_file}: Operation not permitted (errno 1)"
+        restored = host.restore()
+        assert [r.ok for r in restored] == [True]
+        assert read(tmp_path, f"{PF0_DEV}/sriov/0/itr_usecs") == "0"
+    finally:
+        subprocess.run(["chattr", "-i", str(mode_file)], capture_output=True)
+        host.close()
+
+
+def test_pf_coalesce_on_a_device_the_kernel_does_not_have(tmp_path: Path) -> None:
+    host, _ = make_host(tmp_path, libvirt=False)
+    try:
+        host.inventory()
+        a = host.set_pf_coalesce("enp3s0f0", 50)
+        assert not a.ok and a.error == "enp3s0f0: ethtool get_coalesce: No such device (errno 19)"
+        a = host.set_pf_coalesce("enp3s0f0", 5000)
+        assert not a.ok and a.error == "enp3s0f0: rx-usecs 5000 out of range 0..1022"
+        caps = host.capabilities()
+        assert not caps.pf_coalesce
+        assert "PF coalescing unavailable: enp3s0f0: ethtool get_coalesce: No such device (errno 19)" in caps.missing
+    finally:
+        host.close()
+
+
+def test_capabilities_say_what_an_unpatched_pf_lacks(tmp_path: Path) -> None:
+    host, _ = make_host(tmp_path, libvirt=False)
+    try:
+        caps = host.capabilities()
+        assert caps.vf_itr and caps.rx_modes == ("napi", "de") and caps.counter_refresh_s == 2.0
+        assert any(m.startswith("enp3s0f1: no per-VF ITR") and m.endswith("its VFs are observed only")
+                   for m in caps.missing)
+        assert any(m.startswith("enp3s0f1: no ") and "hybrid needs the patched driver" in m for m in caps.missing)
+    finally:
+        host.close()
+
+
+def test_fully_stock_host_observes_only(tmp_path: Path) -> None:
+    host, _ = make_host(tmp_path, libvirt=False)
+    shutil.rmtree(tmp_path / PF0_DEV / "sriov")
+    shutil.rmtree(tmp_path / PF0_DEV / "rxmode")
+    try:
+        caps = host.capabilities()
+        assert not caps.vf_itr and "hybrid" not in caps.rx_modes
+        assert len(host.snapshot().vfs) == 126
+    finally:
+        host.close()
+
+
+def test_errno_lines_name_the_path_and_the_number() -> None:
+    assert describe_oserror("/sys/x/itr_usecs", OSError(errno.EINVAL, "x")) == \
+        "/sys/x/itr_usecs: Invalid argument (errno 22)"
+    assert describe_oserror("enp3s0f0", OSError(errno.EOPNOTSUPP, "x")) == \
+        "enp3s0f0: Operation not supported (errno 95)"
+
+
+def test_restore_asks_the_vf_for_what_it_ran_before_withdrawing_the_request(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from vftune.hostdriver.linux import host as host_module
+
+    writes: list[tuple[str, str]] = []
+    real_write = host_module.write_text
+
+    def recording_write(path: Path, value: str) -> None:
+        writes.append((str(path.relative_to(tmp_path)), value))
+        real_write(path, value)
+
+    monkeypatch.setattr(host_module, "write_text", recording_write)
+    host, _ = make_host(tmp_path, libvirt=False)
+    try:
+        host.inventory()
+        # VF 1's guest had set 100 us with ethtool; VF 0 had reported nothing yet (ixgbevf default).
+        (tmp_path / PF0_DEV / "sriov/1/itr_applied_usecs").write_text("100\n")
+        vf1 = hosttree.vf_bdf(hosttree.PF0[0], 1)
+        assert host.set_vf_itr(VF0, 20000).ok and host.set_vf_itr(vf1, 8000).ok
+        assert host.set_vf_itr(VF0, 12000).ok
+        writes.clear()
+        host.restore()
+        # Writing "0" back only withdraws a request, so the VF's own value goes first.
+        assert writes == [
+            (f"{PF0_DEV}/sriov/1/itr_usecs", "100"), (f"{PF0_DEV}/sriov/1/itr_usecs", "0"),
+            (f"{PF0_DEV}/sriov/0/itr_usecs", "1"), (f"{PF0_DEV}/sriov/0/itr_usecs", "0"),
+        ]
+    finally:
+        host.close()
