@@ -100,6 +100,8 @@ class Agent:
         self.costs = CostTracker()
         self._refresh_reason: str | None = None
         self._guest_of: dict[str, str] = {}
+        # Only a flag is set on the notifying thread; the tick does the re-read.
+        host.add_inventory_listener(lambda: self.request_refresh("host reported a guest or VF change"))
 
     def wall(self, host_time: float) -> float:
         return host_time + self._wall_offset

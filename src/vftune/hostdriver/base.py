@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import abc
 from dataclasses import dataclass, field
-from typing import Literal, Mapping
+from typing import Callable, Literal, Mapping
 
 RxMode = Literal["napi", "de", "hybrid"]
 RX_MODES: tuple[str, ...] = ("napi", "de", "hybrid")
@@ -169,6 +169,9 @@ class HostDriver(abc.ABC):
     @abc.abstractmethod
     def restore(self) -> list[Applied]:
         """Put back every value this driver changed, newest first."""
+
+    def add_inventory_listener(self, listener: Callable[[], None]) -> None:
+        """Call listener() (from any thread) when PFs, VFs or owners change. Default: never."""
 
     def close(self) -> None:
         """Release handles; restore() is separate so the agent decides when."""
