@@ -13,6 +13,7 @@ COMMAND_MODULES = [
     "status",
     "inventory",
     "sim",
+    "hook",
 ]
 
 
