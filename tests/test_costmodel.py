@@ -59,3 +59,22 @@ def test_rows_that_cannot_separate_the_costs_are_refused():
         fit([(1, 1, 1, 1), (0, 1, 1, 1), (1, 2, 1, 1), (1, 1, 2, 1)])
     with pytest.raises(ValueError, match="at least 4 rows"):
         fit([(1, 1, 1, 1)])
+
+
+def test_eigh3_agrees_with_numpy_on_random_symmetric_matrices():
+    import numpy as np
+
+    from vftune.agent.costmodel import eigh3
+
+    rng = np.random.default_rng(11)
+    for _ in range(200):
+        b = rng.normal(size=(3, 3)) * rng.choice([1e-3, 1.0, 1e4])
+        m = b @ b.T
+        values, vectors = eigh3(m.tolist())
+        ref_values, ref_vectors = np.linalg.eigh(m)
+        assert np.allclose(values, ref_values, rtol=1e-9, atol=1e-12 * abs(ref_values).max())
+        for i in range(3):
+            # An eigenvector up to sign: M v = lambda v.
+            v = np.array(vectors[i])
+            assert np.allclose(m @ v, values[i] * v, atol=1e-8 * abs(ref_values).max())
+            assert abs(np.linalg.norm(v) - 1) < 1e-12

@@ -5,7 +5,7 @@ Method as in DESIGN-NOTES: scale every observation to a common T = K (so all poi
 plane alpha*x + beta*y + gamma*z = K), take their centroid, the plane's normal is the eigenvector
 of the smallest eigenvalue of the 3x3 scatter matrix, and (alpha, beta, gamma) = K/(n.c) * n.
 Total least squares because bytes, packets and interrupts are all measured with error, not
-only the CPU time. Pure logic; numpy only.
+only the CPU time. Pure logic, no dependencies.
 """
 
 from __future__ import annotations
@@ -13,8 +13,6 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from typing import Iterable, Sequence
-
-import numpy as np
 
 Row = tuple[float, float, float, float]  # (cpu, n_mb, n_kp, n_ki)
 
@@ -51,6 +49,39 @@ class CostFit:
         }
 
 
+def eigh3(m: Sequence[Sequence[float]], sweeps: int = 50) -> tuple[list[float], list[list[float]]]:
+    """Eigenvalues (ascending) and unit eigenvectors of a symmetric 3x3 matrix, by cyclic Jacobi.
+
+    Written out rather than taken from numpy so that the agent does not carry numpy's ~16 MB
+    for one 3x3 problem a minute (the agent's memory budget is 80 MB); tests hold it to
+    numpy.linalg.eigh.
+    """
+    a = [list(map(float, r)) for r in m]
+    v = [[1.0 if i == j else 0.0 for j in range(3)] for i in range(3)]
+    for _ in range(sweeps):
+        off = a[0][1] ** 2 + a[0][2] ** 2 + a[1][2] ** 2
+        if off <= 1e-30 * max(1e-300, sum(a[i][i] ** 2 for i in range(3))):
+            break
+        for p, q in ((0, 1), (0, 2), (1, 2)):
+            if a[p][q] == 0.0:
+                continue
+            theta = (a[q][q] - a[p][p]) / (2.0 * a[p][q])
+            t = math.copysign(1.0, theta) / (abs(theta) + math.sqrt(theta * theta + 1.0))
+            c = 1.0 / math.sqrt(t * t + 1.0)
+            sn = t * c
+            for k in range(3):  # A <- A J
+                akp, akq = a[k][p], a[k][q]
+                a[k][p], a[k][q] = c * akp - sn * akq, sn * akp + c * akq
+            for k in range(3):  # A <- J^T A
+                apk, aqk = a[p][k], a[q][k]
+                a[p][k], a[q][k] = c * apk - sn * aqk, sn * apk + c * aqk
+            for k in range(3):  # V <- V J
+                vkp, vkq = v[k][p], v[k][q]
+                v[k][p], v[k][q] = c * vkp - sn * vkq, sn * vkp + c * vkq
+    order = sorted(range(3), key=lambda i: a[i][i])
+    return [a[i][i] for i in order], [[v[k][i] for k in range(3)] for i in order]
+
+
 def row(cpu_s: float, nbytes: float, packets: float, interrupts: float) -> Row:
     """One observation in the model's units from raw counts (bytes, packets, interrupts)."""
     return (cpu_s, nbytes / 1e6, packets / 1e3, interrupts / 1e3)
@@ -78,34 +109,37 @@ def fit(rows: Iterable[Sequence[float]], min_separation: float = 1e-3) -> CostFi
     if len(data) < 4:
         raise ValueError(f"need at least 4 rows to fit 3 costs, got {len(data)}")
 
-    arr = np.asarray(data, dtype=float)
-    cpu = arr[:, 0]
-    counts = arr[:, 1:]
-    k = float(cpu.mean())
-    points = counts * (k / cpu)[:, None]  # every row scaled to T = K
-    centroid = points.mean(axis=0)
-    centred = points - centroid
-    scatter = centred.T @ centred
-    eigenvalues, eigenvectors = np.linalg.eigh(scatter)  # ascending
+    k = sum(r[0] for r in data) / len(data)
+    # Every row scaled to T = K: the points then lie on alpha*x + beta*y + gamma*z = K.
+    points = [tuple(c * (k / r[0]) for c in r[1:]) for r in data]
+    centroid = [sum(p[j] for p in points) / len(points) for j in range(3)]
+    scatter = [[0.0] * 3 for _ in range(3)]
+    for p in points:
+        d = [p[j] - centroid[j] for j in range(3)]
+        for a in range(3):
+            for b in range(3):
+                scatter[a][b] += d[a] * d[b]
+    eigenvalues, eigenvectors = eigh3(scatter)  # ascending
     if eigenvalues[1] <= 0 or eigenvalues[0] / eigenvalues[1] > 1.0 - min_separation:
         raise ValueError(
             "rows do not vary independently enough to separate bytes, packets and interrupts "
             f"(eigenvalues {eigenvalues[0]:.3g}, {eigenvalues[1]:.3g}); sample more ITRs or loads"
         )
-    normal = eigenvectors[:, 0]
-    denom = float(normal @ centroid)
+    normal = eigenvectors[0]
+    denom = sum(n * c for n, c in zip(normal, centroid))
     if abs(denom) < 1e-12:
         raise ValueError("the fitted plane passes through the origin; rows are inconsistent")
-    alpha, beta, gamma = (k / denom * normal).tolist()
-    predicted = counts @ np.array([alpha, beta, gamma])
-    rms = float(np.sqrt(np.mean(((predicted - cpu) / cpu) ** 2)))
+    alpha, beta, gamma = (k / denom * n for n in normal)
+    rms = math.sqrt(
+        sum(((alpha * r[1] + beta * r[2] + gamma * r[3] - r[0]) / r[0]) ** 2 for r in data) / len(data)
+    )
     return CostFit(
         alpha=alpha,
         beta=beta,
         gamma=gamma,
         rows=len(data),
         rms_relative=rms,
-        condition=float(eigenvalues[0] / eigenvalues[1]),
+        condition=eigenvalues[0] / eigenvalues[1],
     )
 
 
