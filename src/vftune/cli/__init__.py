@@ -17,14 +17,23 @@ COMMAND_MODULES = [
 ]
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class LazyGroup(click.Group):
+    """Imports a subcommand's module only when it runs: the agent does not carry the CLI's
+    HTTP client and table renderer, and `vftune hook` starts fast under libvirt."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(COMMAND_MODULES)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in COMMAND_MODULES:
+            return None
+        return importlib.import_module(f"vftune.cli.{cmd_name}").command
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="vftune")
 def cli() -> None:
     """Tune interrupt moderation of SR-IOV VFs passed through to KVM guests."""
-
-
-for _name in COMMAND_MODULES:
-    cli.add_command(importlib.import_module(f"vftune.cli.{_name}").command)
 
 
 def main() -> None:
