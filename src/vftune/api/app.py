@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import re
 import time
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Callable
 
-from fastapi import FastAPI, Path, Query, Request
+from fastapi import Depends, FastAPI, Path, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
@@ -22,6 +23,13 @@ from vftune.store.db import Store
 
 PCI_ADDRESS = r"^[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]$"
 HISTORY_DEFAULT_S = 3600.0
+
+
+@dataclass(frozen=True)
+class Window:
+    since: float
+    until: float
+    limit: int
 
 
 class BadParameter(Exception):
@@ -96,6 +104,17 @@ def create_app(agent: Agent, store: Store | None, detail: str = "") -> FastAPI:
 
     def wall_now() -> float:
         return agent.wall(agent.host.now())
+
+    def time_window(
+        since: str | None = Query(None, description="Unix seconds or ISO 8601; default one hour before until"),
+        until: str | None = Query(None, description="Unix seconds or ISO 8601; default now"),
+        limit: int = Query(1000, ge=1, le=100_000, description="newest rows of the window to return"),
+    ) -> Window:
+        t_until = parse_time("until", until, wall_now())
+        t_since = parse_time("since", since, t_until - HISTORY_DEFAULT_S)
+        if t_since > t_until:
+            raise BadParameter(f"since={since!r} is after until={until!r}")
+        return Window(t_since, t_until, limit)
 
     def vf_or_404(pci: str) -> VfInfo:
         vf = agent.inventory.vf(pci.lower())
@@ -173,31 +192,17 @@ def create_app(agent: Agent, store: Store | None, detail: str = "") -> FastAPI:
     )
     def vf_history(
         vf: str = Path(pattern=PCI_ADDRESS, description="VF PCI address, 0000:03:10.0"),
-        since: str | None = Query(None, description="Unix seconds or ISO 8601; default one hour before until"),
-        until: str | None = Query(None, description="Unix seconds or ISO 8601; default now"),
-        limit: int = Query(1000, ge=1, le=100_000, description="newest rows of the window to return"),
+        w: Window = Depends(time_window),
     ) -> Any:
         info = vf_or_404(vf)
-        t_until = parse_time("until", until, wall_now())
-        t_since = parse_time("since", since, t_until - HISTORY_DEFAULT_S)
-        if t_since > t_until:
-            raise BadParameter(f"since={since!r} is after until={until!r}")
-        samples = store.samples(info.pci, t_since, t_until, limit) if store else []
-        decisions = store.decisions(info.pci, t_since, t_until, limit) if store else []
-        return {"pci": info.pci, "since": t_since, "until": t_until,
+        samples = store.samples(info.pci, w.since, w.until, w.limit) if store else []
+        decisions = store.decisions(info.pci, w.since, w.until, w.limit) if store else []
+        return {"pci": info.pci, "since": w.since, "until": w.until,
                 "samples": samples, "decisions": decisions}
 
     @app.get("/v1/decisions", response_model=list[models.DecisionOut])
-    def decisions(
-        since: str | None = Query(None, description="Unix seconds or ISO 8601; default one hour ago"),
-        until: str | None = Query(None, description="Unix seconds or ISO 8601; default now"),
-        limit: int = Query(1000, ge=1, le=100_000),
-    ) -> Any:
-        t_until = parse_time("until", until, wall_now())
-        t_since = parse_time("since", since, t_until - HISTORY_DEFAULT_S)
-        if t_since > t_until:
-            raise BadParameter(f"since={since!r} is after until={until!r}")
-        return store.decisions(None, t_since, t_until, limit) if store else []
+    def decisions(w: Window = Depends(time_window)) -> Any:
+        return store.decisions(None, w.since, w.until, w.limit) if store else []
 
     @app.post("/v1/events", status_code=202, response_model=models.GuestEventOut,
               responses={422: {"model": models.ErrorBody}})
@@ -215,14 +220,8 @@ def create_app(agent: Agent, store: Store | None, detail: str = "") -> FastAPI:
         return {"id": event_id, "t": t, **event.model_dump()}
 
     @app.get("/v1/events", response_model=list[models.GuestEventOut])
-    def guest_events(
-        since: str | None = Query(None, description="Unix seconds or ISO 8601; default one hour ago"),
-        until: str | None = Query(None, description="Unix seconds or ISO 8601; default now"),
-        limit: int = Query(1000, ge=1, le=100_000),
-    ) -> Any:
-        t_until = parse_time("until", until, wall_now())
-        t_since = parse_time("since", since, t_until - HISTORY_DEFAULT_S)
-        return store.guest_events(t_since, t_until, limit) if store else []
+    def guest_events(w: Window = Depends(time_window)) -> Any:
+        return store.guest_events(w.since, w.until, w.limit) if store else []
 
     @app.get("/metrics", include_in_schema=False)
     def metrics() -> Response:
