@@ -193,22 +193,27 @@ class WriteJournal:
         return items
 
 
+def _steps(itr: float) -> int:
+    """EITR interval steps (2.048 us each, 1..511) whose rate is nearest to `itr`."""
+    return max(1, min(511, round(1_000_000 / (itr * ITR_STEP_US))))
+
+
 def itr_to_usecs(itr: int) -> int:
-    """Interrupts/s to the driver's rx-usecs (even, 2..1022); 0 stays 0 (adaptive handled by caller)."""
-    if itr <= 0:
-        return 0
-    usecs = int(1_000_000 / itr)
-    usecs -= usecs % 2
-    return max(2, min(1022, usecs))
+    """Interrupts/s to the drivers' rx-usecs (even, 2..1022) that deliver the nearest rate.
+
+    ixgbe/ixgbevf store usecs << 2 and the 82599 keeps bits 11:3 of that, i.e. usecs / 2 steps
+    of 2.048 us: 48 us is 24 steps, 49.15 us, 20345/s. 0 stays 0 (adaptive is the caller's).
+    """
+    return 0 if itr <= 0 else 2 * _steps(itr)
 
 
 def usecs_to_itr(usecs: int) -> int:
+    """The rate the 82599 delivers for an rx-usecs setting; 0 and 1 (off, adaptive) give 0."""
     if usecs <= 1:
         return 0
-    return int(round(1_000_000 / usecs))
+    return int(round(1_000_000 / (max(1, min(511, usecs // 2)) * ITR_STEP_US)))
 
 
 def quantize_itr(itr: float) -> int:
     """The rate the 82599 really delivers for a request: whole 2.048 us interval steps."""
-    steps = max(1, min(511, round(1_000_000 / (itr * ITR_STEP_US))))
-    return int(round(1_000_000 / (steps * ITR_STEP_US)))
+    return int(round(1_000_000 / (_steps(itr) * ITR_STEP_US)))
