@@ -156,7 +156,7 @@ def test_guest_agent_push_is_off_by_default_and_fails_cleanly_where_unsupported(
         host.inventory()
         a = host.set_vf_itr(stock_vf, 20000)
         # The test driver has no QEMU guest agent: a clear error naming guest, command and cause.
-        assert not a.ok and a.error.startswith("guest vm-web0: guest agent ethtool -C eth1 rx-usecs 50: ")
+        assert not a.ok and a.error.startswith("guest vm-web0: guest agent ethtool -C eth1 rx-usecs 48: ")
         other = hosttree.vf_bdf(hosttree.PF1[0], 1)
         assert "runs stock ixgbe" in (host.set_vf_itr(other, 20000).error or "")
         assert host.restore() == []
