@@ -137,14 +137,91 @@ def test_quantized_probes_are_rates_the_hardware_delivers():
 
 
 def test_pf_safe_bracket_avoids_the_reset_traps():
-    # From adaptive (rx-usecs 1) or >= 10 us: stay at or above 10 us (<= 100000/s).
-    assert pf_safe_bracket(1, lro=True) == (978, 100_000)  # 1022 us is rx-usecs' ceiling
-    assert pf_safe_bracket(50, lro=False)[1] == 100_000
+    # Rates are what the 82599 delivers: rx-usecs N keeps N/2 steps of 2.048 us.
+    # From adaptive (rx-usecs 1) or >= 10 us: stay at or above 10 us (5 steps, 97656/s).
+    assert pf_safe_bracket(1, lro=True) == (956, 97_656)  # 1022 us (511 steps) is rx-usecs' ceiling
+    assert pf_safe_bracket(50, lro=False)[1] == 97_656
     # Below 10 us with LRO off: stay below 10 us (2..8 us).
-    assert pf_safe_bracket(4, lro=False) == (125_000, ITR_MAX_RATE)
+    assert pf_safe_bracket(4, lro=False) == (122_070, ITR_MAX_RATE)
     # With LRO on and RSC already off (<= 6 us): 2..6 us.
-    assert pf_safe_bracket(6, lro=True) == (166_667, ITR_MAX_RATE)
+    assert pf_safe_bracket(6, lro=True) == (162_760, ITR_MAX_RATE)
     # With LRO on at 8 us: only 8 us is safe.
-    assert pf_safe_bracket(8, lro=True) == (125_000, 125_000)
+    assert pf_safe_bracket(8, lro=True) == (122_070, 122_070)
     with pytest.raises(ValueError, match="rx-usecs"):
         pf_safe_bracket(2000, lro=False)
+
+
+def test_a_probe_budget_bounds_every_search_even_under_noise():
+    f = peak_curve(40_000)
+    rng = random.Random(1)
+    for budget in (6, 10, 15):
+        s = ItrSearch(ITR_MIN_RATE, ITR_MAX_RATE, 1000, max_probes=budget, quantize=quantize_itr)
+        while (itr := s.ask()) is not None:
+            s.tell(itr, f(itr) * (1.0 + rng.gauss(0.0, 0.03)))
+        assert s.converged and s.probes <= budget
+        assert f(s.best) > 0.95  # a short budget still lands near the top
+    with pytest.raises(ValueError, match="max_probes"):
+        ItrSearch(ITR_MIN_RATE, ITR_MAX_RATE, 1000, max_probes=2)
+
+
+def test_edge_probes_walk_a_wide_plateau_down_towards_its_low_edge():
+    # Flat from 5000/s up; a coarse stop rule leaves the answer well above the edge.
+    def f(r):
+        return 1.0 if r >= 5000 else (r / 5000) ** 0.5
+
+    plain = run(ItrSearch(ITR_MIN_RATE, ITR_MAX_RATE, 500, rel_tolerance=0.9, max_edge_probes=0), f)
+    edged = run(ItrSearch(ITR_MIN_RATE, ITR_MAX_RATE, 500, rel_tolerance=0.9, max_edge_probes=2), f)
+    assert edged.best < plain.best  # fewer interrupts ...
+    assert f(edged.best) >= 0.99  # ... for the same throughput
+    assert edged.probes - plain.probes <= 2
+    # On a peak the edge walk does not start: its top is no wider than the final bracket.
+    peaked = run(ItrSearch(ITR_MIN_RATE, ITR_MAX_RATE, 1000), peak_curve(48_000))
+    assert peaked.probes <= 12
+
+
+def test_more_interrupts_must_gain_more_than_the_noise_margin():
+    def bump(height):
+        return lambda r: height * math.exp(-((math.log(r / 60_000) / 0.5) ** 2))
+
+    # 60000/s measures 1.5% over the incumbent's 20000/s: inside the 2% margin, keep 20000.
+    small = run(ItrSearch(ITR_MIN_RATE, ITR_MAX_RATE, 1000, incumbent=20_000, incumbent_throughput=1.0), bump(1.015))
+    assert small.best == 20_000 and "inside the 2% noise margin" in small.outcome
+    # A 5% gain is worth the interrupts.
+    large = run(ItrSearch(ITR_MIN_RATE, ITR_MAX_RATE, 1000, incumbent=20_000, incumbent_throughput=1.0), bump(1.05))
+    assert large.best > 40_000 and "vs incumbent" in large.outcome
+    # The adaptive ITR has no rate of its own: its measured interrupt rate stands for it.
+    adaptive = run(ItrSearch(ITR_MIN_RATE, ITR_MAX_RATE, 1000, incumbent=0, incumbent_throughput=1.0,
+                             incumbent_cost=12_000), bump(1.015))
+    assert adaptive.best == 0
+
+
+def test_a_lucky_incumbent_measurement_is_checked_before_it_vetoes():
+    f = peak_curve(40_000)
+
+    def drive(search, incumbent_values):
+        values = iter(incumbent_values)
+        while (itr := search.ask()) is not None:
+            search.tell(itr, next(values) if itr == 0 else f(itr))
+        return search
+
+    checked = drive(ItrSearch(ITR_MIN_RATE, ITR_MAX_RATE, 1000, incumbent=0), [1.2, 0.6])
+    assert [p.itr for p in checked.history].count(0) == 2
+    assert checked.best != 0  # the mean of the two (0.9) loses to the search's ~0.99
+    unchecked = drive(ItrSearch(ITR_MIN_RATE, ITR_MAX_RATE, 1000, incumbent=0, recheck_incumbent=False), [1.2])
+    assert unchecked.best == 0
+
+
+def test_a_point_is_credited_with_its_lowest_measurement():
+    # Two first points within the margin: the search measures one of them again.
+    s = ItrSearch(ITR_MIN_RATE, ITR_MAX_RATE, 1000, margin=0.02)
+    first = s.ask()
+    s.tell(first, 1.0)
+    second = s.ask()
+    s.tell(second, 1.01)
+    again = s.ask()
+    assert again in (first, second)
+    told = {first: 1.0, second: 1.01}[again]
+    s.tell(again, told * 1.3)  # a burst lifted the repeat's window
+    assert s.score(again) == told  # the burst does not raise its claim
+    assert s.mean(again) == pytest.approx(told * 1.15)
+    assert ItrSearch(ITR_MIN_RATE, ITR_MAX_RATE, 1000, pessimistic=False).pessimistic is False

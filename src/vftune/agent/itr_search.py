@@ -9,8 +9,18 @@ Wu & Wang's search (seeds/wu-wang-...) with the fixes issue 3 asks for:
   measured again (bounded), and a tie that survives goes to the lower rate;
 * on a plateau it answers the lowest rate whose throughput stays within a margin of the best,
   but never a longer interval than ``max_interval_us`` so latency stays sane;
+* on a wide plateau (flat within the noise margin over ``plateau_width`` x of rates) the noise
+  margin decides what "same throughput" means, and since the final bracket is still
+  ``rel_tolerance`` wide, up to ``max_edge_probes`` more probes bisect towards the plateau's
+  low edge (fewer interrupts, same throughput);
+* a budget: at most ``max_probes`` measurements in all (the incumbent's included); extras
+  (repeats, step scans, edge probes, re-checks) are only spent while the budget allows, and
+  when it runs out the bracket stops where it is, with one probe kept for the confirmation;
+* interrupts cost CPU: a higher rate than the incumbent's must gain more than the noise
+  margin, or the incumbent stays;
 * do no harm: it measures the incumbent setting first and keeps it unless the result,
-  re-measured at the end, is at least as good.
+  re-measured at the end, is at least as good; an incumbent that would win on a single
+  measurement is measured once more first (one lucky window must not veto a better setting).
 
 Pure logic: no clock, no I/O. The caller measures what ask() returns and tell()s the result.
 """
@@ -29,6 +39,8 @@ GOLDEN = (math.sqrt(5.0) - 1.0) / 2.0  # 0.618..., the paper's CutRate
 BASELINE = "baseline"  # measuring the incumbent setting
 SEARCH = "search"  # golden-section steps
 CONFIRM = "confirm"  # re-measuring the chosen rate
+EDGE = "edge"  # walking down a plateau towards its low edge
+RECHECK = "recheck"  # measuring the incumbent again before it vetoes the result
 DONE = "done"
 
 
@@ -72,6 +84,12 @@ class ItrSearch:
         confirm: bool = True,
         max_confirms: int = 2,
         max_step_scans: int = 2,
+        max_edge_probes: int = 2,
+        recheck_incumbent: bool = True,
+        max_probes: int = 15,
+        pessimistic: bool = True,
+        incumbent_cost: float | None = None,
+        plateau_width: float = 1.5,
         quantize: Callable[[float], float] | None = None,
     ) -> None:
         if not (math.isfinite(low) and low > 0):
@@ -88,11 +106,15 @@ class ItrSearch:
         ):
             if not 0 <= value < 1:
                 raise ValueError(f"{name} must be in [0, 1), got {value!r}")
-        if max_repeats < 0 or max_repeats_per_step < 0 or max_confirms < 1:
+        if max_repeats < 0 or max_repeats_per_step < 0 or max_confirms < 1 or max_edge_probes < 0:
             raise ValueError(
                 f"repeat and confirm counts must be >= 0 (confirms >= 1), got "
                 f"{max_repeats!r}/{max_repeats_per_step!r}/{max_confirms!r}"
             )
+        if not plateau_width > 1:
+            raise ValueError(f"plateau_width must be > 1, got {plateau_width!r}")
+        if max_probes < 3:
+            raise ValueError(f"max_probes must be >= 3 (two interior points and a confirmation), got {max_probes!r}")
         if not max_interval_us > 0:
             raise ValueError(f"max_interval_us must be > 0, got {max_interval_us!r}")
         if incumbent is not None and incumbent < 0:
@@ -113,6 +135,14 @@ class ItrSearch:
         self._confirm = confirm
         self._confirms_left = max_confirms
         self._scans_left = max_step_scans
+        self._edge_left = max_edge_probes
+        self.max_probes = max_probes
+        self.pessimistic = pessimistic
+        self.plateau_width = plateau_width
+        # Interrupts/s the incumbent runs at, when measured (the adaptive ITR has no fixed rate).
+        self.incumbent_cost = incumbent_cost
+        self._recheck = recheck_incumbent
+        self._incumbent_samples: list[float] = [] if incumbent_throughput is None else [incumbent_throughput]
 
         self.incumbent: int | None = None if incumbent is None else int(round(incumbent))
         self.incumbent_throughput: float | None = incumbent_throughput
@@ -146,8 +176,14 @@ class ItrSearch:
         if not (math.isfinite(throughput) and throughput >= 0):
             raise ValueError(f"throughput must be a finite number >= 0, got {throughput!r}")
         self.history.append(Probe(self._pending, float(throughput)))
-        if self.phase == BASELINE:
-            self.incumbent_throughput = float(throughput)
+        if self.phase in (BASELINE, RECHECK):
+            self._incumbent_samples.append(float(throughput))
+            self.incumbent_throughput = sum(self._incumbent_samples) / len(self._incumbent_samples)
+            if self.phase == RECHECK:
+                self._finish()
+                self.phase = DONE
+                self._pending = None
+                return
             self.phase = SEARCH
         else:
             self._samples.setdefault(self._pending, []).append(float(throughput))
@@ -164,7 +200,7 @@ class ItrSearch:
             return self._best
         if not self._samples:
             return self.incumbent
-        return max(self._samples, key=lambda r: (self.mean(r), -r))
+        return max(self._samples, key=lambda r: (self.score(r), -r))
 
     @property
     def probes(self) -> int:
@@ -186,7 +222,7 @@ class ItrSearch:
             remaining += 1 + 2  # the incumbent, then both first interior points
         elif self.phase == SEARCH:
             remaining += sum(1 for p in (self._c, self._d) if self._rate(p) not in self._samples)
-        return self.probes + remaining
+        return min(self.max_probes, self.probes + remaining)
 
     def mean(self, itr: int) -> float:
         values = self._samples[itr]
@@ -196,6 +232,16 @@ class ItrSearch:
         """Mean throughput by rate over every search measurement (incumbent excluded)."""
         return {r: self.mean(r) for r in sorted(self._samples)}
 
+    def score(self, itr: int) -> float:
+        """What a rate is credited with when choosing: its lowest measurement when
+        ``pessimistic`` (a window lifted by a burst or by a neighbour's probe freeing the port
+        must not win; re-measuring a point can only make its claim more modest), else its mean."""
+        values = self._samples[itr]
+        return min(values) if self.pessimistic else sum(values) / len(values)
+
+    def scores(self) -> dict[int, float]:
+        return {r: self.score(r) for r in sorted(self._samples)}
+
     # ---- internals --------------------------------------------------------------------
 
     def _rate(self, x: float) -> int:
@@ -204,10 +250,15 @@ class ItrSearch:
             rate = self._quantize(rate)
         return int(round(rate))
 
+    def _spare(self, keep: int = 0) -> bool:
+        """Whether one more probe fits the budget with `keep` probes still reserved after it."""
+        return self.probes + 1 + keep <= self.max_probes
+
     def _narrow_enough(self) -> bool:
         lo, hi = math.exp(self._a), math.exp(self._b)
         return (
-            hi - lo <= self.tolerance
+            not self._spare(keep=1 if self._confirm else 0)
+            or hi - lo <= self.tolerance
             or hi / lo <= 1.0 + self.rel_tolerance
             or self._rate(self._c) == self._rate(self._d)
         )
@@ -218,7 +269,7 @@ class ItrSearch:
         measure those nearest the best so far, a bounded number of them."""
         if self._quantize is None or self._rate(self._c) != self._rate(self._d):
             return None
-        if self._scans_left <= 0:
+        if self._scans_left <= 0 or not self._spare(keep=1 if self._confirm else 0):
             return None
         grid = {self._rate(self._a + (self._b - self._a) * i / 32.0) for i in range(33)}
         lo, hi = math.exp(self._a), math.exp(self._b)
@@ -270,22 +321,61 @@ class ItrSearch:
             if self.phase == CONFIRM:
                 assert self._choice is not None
                 confirmed = len(self._samples.get(self._choice, ())) >= 2
-                if not confirmed and self._confirms_left > 0:
+                if not confirmed and self._confirms_left > 0 and self._spare():
                     self._confirms_left -= 1
                     self._pending = self._choice
                     return
                 # The re-measurement may show the choice was a lucky sample: choose again.
                 again = self._select()
-                if again != self._choice and self._confirms_left > 0 and len(self._samples[again]) < 2:
+                if (again != self._choice and self._confirms_left > 0 and len(self._samples[again]) < 2
+                        and self._spare()):
                     self._choice = again
                     continue
                 self._choice = again
+                self.phase = EDGE
+                continue
+            if self.phase == EDGE:
+                assert self._choice is not None
+                self._choice = self._select()
+                lower = self._edge_candidate(self._choice)
+                if lower is not None and self._edge_left > 0 and self._spare():
+                    self._edge_left -= 1
+                    self._pending = lower
+                    return
+                if self._needs_recheck():
+                    self.phase = RECHECK
+                    self._pending = self.incumbent
+                    return
                 self.phase = DONE
                 self._finish()
                 self._pending = None
                 return
             self._pending = None
             return
+
+    def _edge_candidate(self, choice: int) -> int | None:
+        """On a plateau, the rate halfway (in log) between the choice and the next measured rate
+        below it, or one bracket tolerance below when nothing lower was measured."""
+        means = self.scores()
+        top = max(means.values())
+        floor = max(self.low, 1e6 / self.max_interval_us)
+        if not self._wide_plateau(choice, means, top):
+            return None  # a peak, not a plateau
+        below = [r for r in means if r < choice]
+        target = math.log(max(below)) if below else math.log(choice / (1.0 + self.rel_tolerance))
+        candidate = self._rate((math.log(choice) + max(target, math.log(floor))) / 2.0)
+        if candidate >= choice or candidate < floor * 0.999 or candidate in means:
+            return None
+        return candidate
+
+    def _needs_recheck(self) -> bool:
+        """The incumbent would veto the result on one measurement: measure it once more."""
+        if not self._recheck or self.incumbent is None or self.incumbent_throughput is None or not self._spare():
+            return False
+        if len(self._incumbent_samples) != 1 or self._choice == self.incumbent:
+            return False
+        assert self._choice is not None
+        return self.score(self._choice) < self.incumbent_throughput * (1.0 - self.harm_margin)
 
     def _search_step(self) -> int | None:
         """One golden-section comparison; returns a rate to measure, or None after a cut."""
@@ -299,7 +389,8 @@ class ItrSearch:
             self._cut_low()
         elif mc > md * (1.0 + self.margin):
             self._cut_high()
-        elif self._step_repeats < self._max_repeats_per_step and self._repeats_left > 0:
+        elif (self._step_repeats < self._max_repeats_per_step and self._repeats_left > 0
+              and self._spare(keep=2 if self._confirm else 1)):
             # Inside the noise margin: measure again rather than follow noise. The point
             # with fewer samples first; on equal counts the one measured longer ago.
             self._step_repeats += 1
@@ -329,25 +420,45 @@ class ItrSearch:
 
     def _select(self) -> int:
         """Lowest measured rate within the plateau margin of the best, above the latency floor."""
-        means = self.measured()
+        means = self.scores()
         top = max(means.values())
         floor = 1e6 / self.max_interval_us
         eligible = [r for r, m in means.items() if m >= top * (1.0 - self.plateau_margin) and r >= floor]
-        if eligible:
-            return min(eligible)
-        return max(means, key=lambda r: (means[r], -r))
+        if not eligible:
+            return max(means, key=lambda r: (means[r], -r))
+        choice = min(eligible)
+        if self._wide_plateau(choice, means, top):
+            # Flat within the noise over a wide range: differences inside the noise margin are
+            # not a decision, so the lowest rate inside it keeps the throughput for less CPU.
+            same = [r for r, m in means.items() if floor <= r < choice and m >= top * (1.0 - self.margin)]
+            choice = min(same, default=choice)
+        return choice
+
+    def _wide_plateau(self, choice: int, scores: dict[int, float], top: float) -> bool:
+        """Whether throughput stays within the noise margin from `choice` up to at least
+        plateau_width times it (a peak's rounded top is narrower than that)."""
+        return any(r >= choice * self.plateau_width and m >= top * (1.0 - self.margin) for r, m in scores.items())
 
     def _finish(self) -> None:
         assert self._choice is not None
         chosen = self._choice
-        value = self.mean(chosen)
+        value = self.score(chosen)
         inc = self.incumbent_throughput
         if self.incumbent is None or inc is None:
             self._best = chosen
             self.outcome = f"best {chosen}/s"
             return
         gain = (value / inc - 1.0) if inc > 0 else math.inf
-        if chosen == self.incumbent or value >= inc * (1.0 - self.harm_margin):
+        cost = self.incumbent_cost if self.incumbent_cost else (self.incumbent or None)
+        if cost is not None and chosen > cost * (1.0 + self.margin) and gain < self.margin and inc > 0:
+            # More interrupts for a gain inside the noise margin is not a decision: the
+            # incumbent keeps the throughput at a lower CPU cost.
+            self._best = self.incumbent
+            self.outcome = (
+                f"kept incumbent {_rate_label(self.incumbent)}: {chosen}/s gains only {_pct(gain)} "
+                f"(inside the {self.margin:.0%} noise margin)"
+            )
+        elif chosen == self.incumbent or value >= inc * (1.0 - self.harm_margin):
             self._best = chosen
             self.outcome = f"best {chosen}/s ({_pct(gain)} vs incumbent)"
         else:
