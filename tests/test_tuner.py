@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 import random
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable
 
 import pytest
@@ -201,3 +201,56 @@ def test_window_meter_cuts_on_fresh_samples_after_settle():
     assert meter.add(s(12, 0.0, False)) is None  # stale: counters did not move
     w = meter.add(s(13, 4e9, True))  # the refresh carries both seconds
     assert w is not None and w.duration == 2.0 and w.bps == pytest.approx(2e9)
+
+
+def test_a_burst_while_holding_does_not_restart_but_a_lasting_change_does():
+    level = {"gain": 1.0}
+    vf = SyntheticVf(lambda r: curve(20_000)(r) * level["gain"], noise=0.005, seed=2)
+    tuner = SearchTuner(PCI, caps())
+    vf.run(tuner, 150)
+    assert tuner.state()["phase"] == "holding"
+    searches = tuner.searches
+    level["gain"] = 1.5  # a 12-second burst of extra load
+    vf.run(tuner, 12)
+    level["gain"] = 1.0
+    vf.run(tuner, 60)
+    assert tuner.searches == searches and tuner.restarts["load"] == 0
+    level["gain"] = 1.5  # the same step, now for good: restarts once it has lasted load_change_s
+    start = vf.t
+    vf.run(tuner, 45)
+    assert tuner.restarts["load"] == 1
+    restart_t = next(t for t, d in vf.decisions if t > start and d.reason.startswith("restart: load changed"))
+    assert 30 <= restart_t - start <= 36
+    assert "for 3" in tuner.state()["last_restart_reason"]
+
+
+def test_a_new_packet_size_is_a_new_workload_and_restarts_within_a_few_windows():
+    vf = SyntheticVf(curve(20_000), noise=0.005, seed=3)
+    tuner = SearchTuner(PCI, caps())
+    vf.run(tuner, 150)
+    assert tuner.state()["phase"] == "holding"
+    vf.packet_bytes = 300.0  # same bits, five times the packets: request/response instead of bulk
+    start = vf.t
+    vf.run(tuner, 12)
+    restart = [(t, d.reason) for t, d in vf.decisions if t > start and d.reason.startswith("restart")]
+    assert restart and restart[0][0] - start <= 8
+    assert "packet size" in restart[0][1] and tuner.restarts["load"] == 1
+
+
+def test_vfs_that_converged_together_do_not_restart_together():
+    options = {"restart_intervals": 100, "restart_interrupts": 10**12}
+    pcis = ["0000:03:10.0", "0000:03:10.2", "0000:03:10.4"]
+    first_restart = []
+    for pci in pcis:
+        vf = SyntheticVf(curve(20_000))
+        tuner = SearchTuner(pci, caps(), options)
+        for _ in range(400):
+            d = tuner.step(replace(vf.sample(), pci=pci))
+            if d is not None:
+                vf.decisions.append((vf.t, d))
+                vf.itr = quantize_itr(d.itr) if d.itr else 0
+        first_restart.append(next(t for t, d in vf.decisions if "intervals since convergence" in d.reason))
+        # Each hold lasts 100 intervals +- 25%.
+        assert tuner.restarts["periodic"] >= 2
+    assert len(set(first_restart)) == len(pcis)
+    assert max(first_restart) - min(first_restart) >= 5

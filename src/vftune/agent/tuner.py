@@ -5,7 +5,7 @@ Per VF, over the agent's VfSamples:
     idle --(traffic)--> probing: set probe ITR -> settle -> measure one window -> tell -> next
                         probing --(search converged)--> holding
     holding --(N interrupts | M intervals)--> warm restart (bracket around the current best)
-    holding --(offered load changed beyond the threshold)--> cold restart (full bracket)
+    holding --(packet size changed, or the rate changed for load_change_s)--> cold restart
 
 Measurement windows: per-VF byte counters on unpatched ixgbe refresh about every 2 s, so a 1-s
 sample may show no delta and the next one double. A window therefore starts and ends on samples
@@ -14,17 +14,25 @@ Capabilities.counter_refresh_s), and sums bytes over its samples instead of aver
 
 Restart defaults, and why not the paper's 1000 interrupts: at 10^4..10^5 interrupts/s, 1000
 interrupts is 10-100 ms, shorter than one measurement window, so the search would never hold
-an answer and every probe at a poor ITR would cost throughput. A full search here costs about
-12 windows (~40 s at 1-s ticks); holding for 600 intervals (10 min at 1-s ticks) or 30 million
-interrupts (5 min at 100K/s) keeps probing under ~7% of the time, and a real change of load is
-caught much sooner by change detection (two windows beyond 30%). Periodic restarts are
-warm (bracket of x/4..4x around the held rate) so they cost fewer and milder probes.
+an answer and every probe at a poor ITR would cost throughput. A full search here costs at most
+15 windows (max_probes; ~50 s at 1-s ticks); holding for 600 intervals (10 min at 1-s ticks) or
+30 million interrupts (5 min at 100K/s) keeps probing to a few percent of the time. Periodic
+restarts are warm (bracket x/2..2x around the held rate: few, mild probes) and jittered per VF
+(restart_jitter), because VFs sharing a port that search at the same time measure each other's
+probes.
+
+Change detection while holding (a new load gets a cold search over the full bracket): the
+reference is the median of the first windows after convergence. A different mean packet size
+is a different workload and restarts after two windows; a change of rate alone must last
+load_change_s (30 s) in one direction, because bursts of a few seconds are not a new load and
+chasing them costs more probes than it wins. Inside a search only the packet size counts.
 
 Pure logic: the agent supplies samples and applies decisions.
 """
 
 from __future__ import annotations
 
+import hashlib
 import math
 from dataclasses import dataclass, fields
 
@@ -125,13 +133,18 @@ class TunerOptions:
     plateau_margin: float = 0.01  # plateau: lowest rate within 1% of the best
     harm_margin: float = 0.005  # keep the incumbent if the result measures >0.5% worse
     max_repeats: int = 3  # re-measurements per search
+    max_probes: int = 15  # measurements per search, the incumbent's included
     max_interval_us: float = 250.0  # plateau choice never goes below 4000/s
     restart_interrupts: int = 30_000_000
     restart_intervals: int = 600
-    load_change: float = 0.3  # relative change of packet or bit rate that restarts
-    change_windows: int = 2  # consecutive windows beyond load_change before restarting
+    restart_jitter: float = 0.25  # each hold lasts x(1 +- jitter) of the above, per VF and search
+    load_change: float = 0.3  # relative change of packet or bit rate that restarts ...
+    load_change_s: float = 30.0  # ... once it has lasted this long (bursts are not a new load)
+    size_change: float = 0.25  # relative change of the mean packet size: a different workload
+    change_windows: int = 2  # consecutive windows beyond size_change (or idle) before restarting
+    reference_windows: int = 3  # the held load's reference: median of this many windows
     min_throughput_bps: float = 1e6  # below this a VF is idle: nothing to tune
-    warm_span: float = 4.0  # periodic restarts search [best/span, best*span]
+    warm_span: float = 2.0  # periodic restarts search [best/span, best*span]
     quantize: bool = True  # probe only rates the 82599 can deliver (2.048-us steps)
     max_apply_misses: int = 3  # samples showing another ITR than the probe before giving up
 
@@ -145,7 +158,8 @@ class TunerOptions:
                 raise ValueError(f"tuner option {f.name} must be a finite number >= 0, got {value!r}")
             if f.name in positive and value == 0:
                 raise ValueError(f"tuner option {f.name} must be > 0, got {value!r}")
-        for name in ("restart_interrupts", "restart_intervals", "change_windows", "max_apply_misses"):
+        for name in ("restart_interrupts", "restart_intervals", "change_windows", "max_apply_misses", "max_probes",
+                     "reference_windows"):
             if getattr(self, name) < 1:
                 raise ValueError(f"tuner option {name} must be >= 1, got {getattr(self, name)!r}")
         if self.warm_span <= 1:
@@ -166,6 +180,19 @@ def _same_itr(a: int, b: int) -> bool:
     if a <= 0 or b <= 0:
         return a == b
     return abs(a - b) <= 0.05 * max(a, b)
+
+
+def _interrupt_rate(w: Window | None) -> float | None:
+    """Interrupts/s over a window, when the host shows them (not with posted interrupts)."""
+    if w is None or not w.interrupts or w.duration <= 0:
+        return None
+    return w.interrupts / w.duration
+
+
+def _median_window(windows: list[Window]) -> Window:
+    """The window with the median bit rate: a typical one, not a burst's."""
+    ordered = sorted(windows, key=lambda w: w.bps)
+    return ordered[(len(ordered) - 1) // 2]
 
 
 def _rel_change(now: float, ref: float) -> float:
@@ -200,6 +227,9 @@ class SearchTuner:
         self.held_itr: int | None = None
         self.searches = 0
         self.last_restart_reason: str | None = None
+        # Restarts by cause: "periodic" (N interrupts / M intervals), "load" (change detected
+        # while holding), "in_search" (the load moved under a running search).
+        self.restarts: dict[str, int] = {"periodic": 0, "load": 0, "in_search": 0}
         self.last_event: str | None = None
         self.events: list[_Event] = []
         self.convergences: list[dict[str, object]] = []
@@ -207,8 +237,10 @@ class SearchTuner:
         self._search_windows: dict[int, list[Window]] = {}
         self._baseline: Window | None = None
         self._reference: Window | None = None
+        self._reference_windows: list[Window] = []
         self._last_window: Window | None = None
         self._changed_windows = 0
+        self._shifted: list[Window] = []  # windows since the rate moved beyond load_change, one way
         self._held_interrupts = 0
         self._held_intervals = 0
         self._search_started_t = 0.0
@@ -290,36 +322,88 @@ class SearchTuner:
         w = self.meter.add(s)
         if w is not None:
             self._last_window = w
-            if self._reference is None:
-                self._reference = w
-            else:
-                ref = self._reference
-                change = max(_rel_change(w.pps, ref.pps), _rel_change(w.bps, ref.bps))
-                self._changed_windows = self._changed_windows + 1 if change > self.options.load_change else 0
-                if self._changed_windows >= self.options.change_windows:
-                    if w.bps < self.options.min_throughput_bps:
-                        self._note(s.t, f"idle: load fell {change:.0%}, holding {self._label(s.itr)}")
-                        self.phase = IDLE
-                        self.meter.start(s.t, 0.0)
-                        return None
-                    return self._begin(s, full=True, baseline=w, reason=f"restart: load changed {change:.0%}")
-        if interrupts_visible and self._held_interrupts >= self.options.restart_interrupts:
+            decision = self._detect_change(s, w)
+            if decision is not None or self.phase != HOLDING:
+                return decision
+        spread = self._hold_factor()
+        if interrupts_visible and self._held_interrupts >= self.options.restart_interrupts * spread:
             reason = f"restart: {self._held_interrupts} interrupts since convergence"
-        elif self._held_intervals >= self.options.restart_intervals:
+        elif self._held_intervals >= self.options.restart_intervals * spread:
             reason = f"restart: {self._held_intervals} intervals since convergence"
         else:
             return None
         baseline = self._last_window if self._last_window and _same_itr(self._last_window.itr, s.itr) else None
         return self._begin(s, full=False, baseline=baseline, reason=reason)
 
+    def _hold_factor(self) -> float:
+        """This hold's share of the periodic restart thresholds, 1 +- restart_jitter.
+
+        VFs that converged together would otherwise restart together, and on a shared port one
+        VF's probes move the others' throughput: each would measure its neighbours' probes.
+        A hash of the PCI address and the search count spreads them, deterministically.
+        """
+        jitter = self.options.restart_jitter
+        if jitter <= 0:
+            return 1.0
+        # A cryptographic digest, not CRC32: CRC is linear, so neighbouring PCI addresses would
+        # get nearly the same jitter.
+        digest = hashlib.blake2b(f"{self.pci}/{self.searches}".encode(), digest_size=8).digest()
+        u = int.from_bytes(digest, "big") / float(1 << 64)
+        return 1.0 + jitter * (2.0 * u - 1.0)
+
+    def _detect_change(self, s: VfSample, w: Window) -> ItrDecision | None:
+        """Restart when the held load is no longer the one the ITR was chosen for.
+
+        The reference is the median of the first windows after convergence, so one burst does
+        not become the reference. A new mean packet size is a different workload: restart after
+        change_windows windows. A rate change alone may be a burst: restart only once every
+        window for load_change_s has moved beyond load_change the same way (a search costs
+        tens of seconds; chasing shorter excursions loses more than it gains).
+        """
+        o = self.options
+        if self._reference is None:
+            self._reference_windows.append(w)
+            if len(self._reference_windows) >= o.reference_windows:
+                self._reference = _median_window(self._reference_windows)
+            return None
+        ref = self._reference
+        size = _rel_change(w.packet_bytes, ref.packet_bytes) if ref.packet_bytes > 0 and w.packets > 0 else 0.0
+        rate = max(_rel_change(w.pps, ref.pps), _rel_change(w.bps, ref.bps))
+        idle = w.bps < o.min_throughput_bps
+        self._changed_windows = self._changed_windows + 1 if (size > o.size_change or idle) else 0
+        direction = (1 if w.bps > ref.bps else -1) if rate > o.load_change else 0
+        if direction == 0 or (self._shifted and (self._shifted[-1].bps > ref.bps) != (direction > 0)):
+            self._shifted = []
+        if direction:
+            self._shifted.append(w)
+        if self._changed_windows >= o.change_windows and idle:
+            self._note(s.t, f"idle: load fell {rate:.0%}, holding {self._label(s.itr)}")
+            self.phase = IDLE
+            self.meter.start(s.t, 0.0)
+            return None
+        if self._changed_windows >= o.change_windows:
+            recent = self._shifted[-o.change_windows:] if len(self._shifted) >= o.change_windows else [w]
+            return self._begin(s, full=True, baseline=_median_window(recent),
+                               reason=f"restart: load changed: packet size {size:+.0%} ({ref.packet_bytes:.0f} -> "
+                                      f"{w.packet_bytes:.0f} B)")
+        if self._shifted and w.end - self._shifted[0].start >= o.load_change_s - _EPS:
+            return self._begin(s, full=True, baseline=_median_window(self._shifted),
+                               reason=f"restart: load changed {rate:.0%} for {w.end - self._shifted[0].start:.0f} s")
+        return None
+
     # ---- transitions ------------------------------------------------------------------
 
     def _begin(self, s: VfSample, full: bool, baseline: Window | None, reason: str) -> ItrDecision | None:
         o = self.options
         low, high = self.full_bracket
-        if not full and s.itr > 0:
-            low = max(low, int(s.itr / o.warm_span))
-            high = min(high, int(s.itr * o.warm_span))
+        # A warm restart brackets the rate in force; under the VF's adaptive ITR (0) that is
+        # the interrupt rate the host measured, when it can see one.
+        centre = s.itr if s.itr > 0 else _interrupt_rate(baseline)
+        if not full and centre:
+            low = max(low, int(centre / o.warm_span))
+            high = min(high, int(centre * o.warm_span))
+            if high <= low:
+                low, high = self.full_bracket
         self.search = ItrSearch(
             low,
             high,
@@ -329,20 +413,23 @@ class SearchTuner:
             plateau_margin=o.plateau_margin,
             harm_margin=o.harm_margin,
             max_repeats=o.max_repeats,
+            max_probes=max(3, o.max_probes),
             max_interval_us=o.max_interval_us,
             incumbent=s.itr,
             incumbent_throughput=None if baseline is None or baseline.bps <= 0 else baseline.bps,
+            incumbent_cost=_interrupt_rate(baseline),
             quantize=quantize_itr if o.quantize else None,
         )
         self.searches += 1
         self.phase = PROBING
         self._baseline = baseline
         self._search_windows = {}
-        self._reference = None
-        self._changed_windows = 0
+        self._reset_detection()
         self._search_started_t = s.t
         if reason.startswith("restart"):
             self.last_restart_reason = reason
+            cause = "in_search" if "during search" in reason else "load" if "load changed" in reason else "periodic"
+            self.restarts[cause] += 1
         return self._next_probe(s, prefix=f"{reason}; searching {low}..{high}/s")
 
     def _next_probe(self, s: VfSample, prefix: str | None = None) -> ItrDecision | None:
@@ -378,9 +465,8 @@ class SearchTuner:
         self.probe_itr = None
         self._held_interrupts = 0
         self._held_intervals = 0
-        self._reference = None
+        self._reset_detection()
         self._last_window = None
-        self._changed_windows = 0
         moved = not _same_itr(best, s.itr)
         self.meter.start(s.t, self.options.settle_s if moved else 0.0)
         if moved:
@@ -402,20 +488,25 @@ class SearchTuner:
         self._note(s.t, text)
         return None
 
+    def _reset_detection(self) -> None:
+        self._reference = None
+        self._reference_windows = []
+        self._changed_windows = 0
+        self._shifted = []
+
     def _changed_during_search(self, w: Window) -> float | None:
-        """A load change inside a search: packet size moved, or a re-measured rate disagrees."""
-        limit = self.options.load_change
+        """A load change inside a search: the mean packet size moved (a different workload).
+
+        Rates are not compared here: probes differ in rate by design, and a burst in one
+        window is noise the search's margin and repeats deal with; a lasting rate change is
+        caught once the search holds.
+        """
+        limit = self.options.size_change
         ref = self._baseline
         if ref is None and self._search_windows:
             ref = next(iter(self._search_windows.values()))[0]
         if ref is not None and ref.packet_bytes > 0 and w.packet_bytes > 0:
             change = _rel_change(w.packet_bytes, ref.packet_bytes)
-            if change > limit:
-                return change
-        earlier = self._search_windows.get(self.probe_itr) if self.probe_itr is not None else None
-        if earlier:
-            mean = sum(e.bps for e in earlier) / len(earlier)
-            change = _rel_change(w.bps, mean)
             if change > limit:
                 return change
         return None
