@@ -95,7 +95,6 @@ class Agent:
         # Host clock -> Unix time, so records from a simulated clock land on a real timeline.
         self._wall_offset = wall_offset if wall_offset is not None else time.time() - host.now()
         self.lock = threading.Lock()  # guards vfs/pfs/inventory for API readers
-        self.observers: list[Callable[["Agent", list[VfSample], list[PfSample]], None]] = []
         self._run_id: int | None = None
         self.costs = CostTracker()
         self._refresh_reason: str | None = None
@@ -195,8 +194,6 @@ class Agent:
             self.store.record_tick(now, vf_samples, pf_samples, decisions)
             if self.ticks % self.config.prune_every == 0:
                 self.store.prune(now - self.config.retention)
-        for observer in self.observers:
-            observer(self, vf_samples, pf_samples)
 
     def _refit_costs(self, pf_samples: list[PfSample], t: float) -> None:
         fit = self.costs.refit()
