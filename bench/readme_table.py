@@ -1,0 +1,35 @@
+"""Turn `vftune bench --json` into the compact Markdown table README.md carries.
+
+    .venv/bin/vftune bench --seed 0 --json > /tmp/bench.json
+    .venv/bin/python bench/readme_table.py /tmp/bench.json
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+POLICIES = ["vftune", "default", "fixed-8000", "fixed-20000", "fixed-100000", "paper", "net_dim", "ixgbe"]
+
+
+def main(path: str) -> None:
+    data = json.load(open(path))
+    rows: dict[str, dict[str, dict]] = {}
+    for r in data["results"]:
+        rows.setdefault(r["scenario"], {})[r["policy"]] = r
+    print("Throughput as a ratio of the oracle's (the best fixed ITR of each phase per VF):\n")
+    print("| scenario | " + " | ".join(POLICIES) + " | vftune CPU / default | vftune converge s | vftune search probes cold (after a phase change) |")
+    print("|---" * (len(POLICIES) + 4) + "|")
+    for scenario, by_policy in rows.items():
+        ratios = " | ".join(f"{by_policy[p]['throughput_ratio']:.3f}" for p in POLICIES)
+        v, d = by_policy["vftune"], by_policy["default"]
+        probes = f"{v['search_probes_cold']}" + (
+            f" ({v['search_probes_phase']})" if v.get("search_probes_phase") is not None else "")
+        print(f"| {scenario} | {ratios} | {v['cpu']:.3f} / {d['cpu']:.3f} | {v['converge_s']:.0f} | {probes} |")
+    print()
+    for line in data.get("targets", []):
+        print(f"- {'PASS' if line['ok'] else 'FAIL'} {line['target']}: {line['detail']}")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
