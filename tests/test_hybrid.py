@@ -82,6 +82,7 @@ def test_cliff_from_sweep_finds_cpu_saturation_or_flattening():
 
 
 CAPS = Capabilities(backend="sim", rx_modes=("napi", "de", "hybrid"), napi_budget=True)
+USER_SPACE_CAPS = Capabilities(backend="linux", rx_modes=("napi", "de"), napi_budget=True)
 
 
 def pf_samples(rates: list[float], mode: str = "de"):
@@ -90,7 +91,8 @@ def pf_samples(rates: list[float], mode: str = "de"):
 
 
 def test_controller_switches_to_napi_with_small_budget_and_back():
-    ctl = HybridModeController("enp3s0f0", CAPS, ModeOptions(cliff_pps=100_000))
+    # A driver without the in-driver hybrid: the agent switches on its own estimate.
+    ctl = HybridModeController("enp3s0f0", USER_SPACE_CAPS, ModeOptions(cliff_pps=100_000))
     mode = "de"
     log = []
     for s in pf_samples([50_000] * 5 + [150_000] * 10 + [50_000] * 10):
@@ -118,3 +120,15 @@ def test_controller_cliff_from_measured_costs():
     with pytest.raises(ValueError, match="go together"):
         ModeOptions(interrupt_cost_s=5e-6)
     assert math.isfinite(ctl.state()["cliff2"])
+
+
+def test_a_driver_with_hybrid_gets_the_thresholds_once_and_switches_itself():
+    ctl = HybridModeController("enp3s0f0", CAPS, ModeOptions(cliff_pps=100_000))
+    decisions = [d for s in pf_samples([50_000] * 5 + [150_000] * 10 + [50_000] * 10) if (d := ctl.step(s))]
+    assert [(d.mode, d.cliff_pps, d.epsilon, d.napi_budget) for d in decisions] == [("hybrid", 100_000, 0.15, 2)]
+    assert "DE below 85000, NAPI above 115000" in decisions[0].reason
+    ctl.set_cliff(105_000, "cost model")  # within 10%: the driver keeps what it has
+    assert ctl.step(next(pf_samples([50_000]))) is None
+    ctl.set_cliff(130_000, "cost model")
+    again = ctl.step(next(pf_samples([50_000])))
+    assert again is not None and again.cliff_pps == 130_000 and ctl.state()["switching"] == "driver"

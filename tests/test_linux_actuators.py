@@ -235,3 +235,20 @@ def test_restore_asks_the_vf_for_what_it_ran_before_withdrawing_the_request(
         ]
     finally:
         host.close()
+
+
+def test_hybrid_thresholds_go_to_the_driver_before_the_mode_and_come_back(tmp_path: Path) -> None:
+    host, _ = make_host(tmp_path, libvirt=False)
+    try:
+        host.inventory()
+        before = tree_contents(tmp_path)
+        a = host.set_pf_rx_mode("enp3s0f0", "hybrid", 2, cliff_pps=123456.4, epsilon=0.2)
+        assert a.ok and a.applied == "hybrid"
+        assert read(tmp_path, f"{PF0_DEV}/rxmode/cliff_pps") == "123456"
+        assert read(tmp_path, f"{PF0_DEV}/rxmode/epsilon_pct") == "20"
+        bad = host.set_pf_rx_mode("enp3s0f0", "hybrid", cliff_pps=0)
+        assert not bad.ok and bad.error == "enp3s0f0: cliff 0 packets/s out of range 1..100000000"
+        host.restore()
+        assert tree_contents(tmp_path) == before
+    finally:
+        host.close()

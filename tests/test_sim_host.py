@@ -264,3 +264,14 @@ def test_stop_event_from_the_caller_is_honoured() -> None:
 def test_speed_must_be_positive() -> None:
     with pytest.raises(ValueError, match="speed"):
         SimHost("paper-1vm", speed=0)
+
+
+def test_hybrid_switches_at_the_cliff_it_is_given():
+    # The host traffic on enp3s0f1 runs well above the simulated driver's own cliff; given a
+    # cliff far above that rate, the hybrid driver stays in DE, and restore() forgets the cliff.
+    h = SimHost("mixed-host", seed=0, speed=float("inf"))
+    assert h.set_pf_rx_mode("enp3s0f1", "hybrid", cliff_pps=1e8).ok
+    h.sleep(30)
+    assert h.snapshot().pfs["enp3s0f1"].current_mode == "de"
+    h.restore()
+    assert h.sim.pfs[1].cliff_pps is None and h.sim.pfs[1].rx_mode == "napi"

@@ -227,7 +227,8 @@ class Agent:
 
     def _apply_mode(self, pf: str, decision: ModeDecision, t: float) -> list[Decision]:
         applied = self._call(
-            lambda: self.host.set_pf_rx_mode(pf, decision.mode, decision.napi_budget),
+            lambda: self.host.set_pf_rx_mode(pf, decision.mode, decision.napi_budget,
+                                             decision.cliff_pps, decision.epsilon),
             pf, "rx_mode", decision.mode,
         )
         st = self.pfs[pf]

@@ -51,6 +51,10 @@ class HybridModeController:
         self.last_reason: str | None = None
         self._packets = 0.0
         self.disabled: str | None = None
+        # A patched driver runs the switch itself on an 8 ms estimate; the agent then only sets
+        # and re-sets the thresholds. Elsewhere the agent switches DE/NAPI on its own estimate.
+        self.in_driver = "hybrid" in caps.rx_modes
+        self._pushed_cliff: float | None = None
         if not {"de", "napi"} <= set(caps.rx_modes):
             self.disabled = f"PF cannot switch DE/NAPI (modes: {', '.join(caps.rx_modes)})"
         o = self.options
@@ -75,7 +79,11 @@ class HybridModeController:
             self.estimator.update(int(self._packets))
         self._packets += sample.rx_pps * sample.dt
         rate = self.estimator.update(int(self._packets))
-        if self.disabled or self.switch is None or rate is None:
+        if self.disabled or self.switch is None:
+            return None
+        if self.in_driver:
+            return self._push_thresholds()
+        if rate is None:
             return None
         if self.switch.mode != sample.mode and sample.mode in ("de", "napi"):
             self.switch.mode = sample.mode  # someone else moved it; follow the host
@@ -93,6 +101,19 @@ class HybridModeController:
         self.last_reason = reason
         return decision
 
+    def _push_thresholds(self) -> ModeDecision | None:
+        """Hand the driver its cliff; again only when the cliff moved by more than 10%."""
+        s = self.switch
+        assert s is not None
+        pushed = self._pushed_cliff
+        if pushed is not None and abs(s.cliff - pushed) <= 0.1 * pushed:
+            return None
+        self._pushed_cliff = s.cliff
+        reason = (f"hybrid in the driver: DE below {s.cliff1:.0f}, NAPI above {s.cliff2:.0f} pps "
+                  f"(cliff {s.cliff:.0f}, {self.cliff_source})")
+        self.last_reason = reason
+        return ModeDecision("hybrid", self.options.napi_budget, reason, s.cliff, self.options.epsilon)
+
     def state(self) -> dict[str, object]:
         s = self.switch
         return {
@@ -103,6 +124,7 @@ class HybridModeController:
             "cliff1": s.cliff1 if s else None,
             "cliff2": s.cliff2 if s else None,
             "cliff_source": self.cliff_source,
+            "switching": "driver" if self.in_driver else "agent",
             "switches": s.switches if s else 0,
             "napi_budget": self.options.napi_budget,
             "disabled": self.disabled or (None if s else "no cliff configured, measured or calibrated yet"),

@@ -56,6 +56,8 @@ class ModeDecision:
     mode: str  # "napi" | "de" | "hybrid"
     napi_budget: int | None
     reason: str
+    cliff_pps: float | None = None  # "hybrid": where the driver switches
+    epsilon: float | None = None
 
 
 class VfPolicy(Protocol):

@@ -161,7 +161,10 @@ class HostDriver(abc.ABC):
         """Set a VF's interrupt rate in interrupts/s; 0 hands it back to the VF's own adaptive ITR."""
 
     @abc.abstractmethod
-    def set_pf_rx_mode(self, pf: str, mode: str, napi_budget: int | None = None) -> Applied: ...
+    def set_pf_rx_mode(self, pf: str, mode: str, napi_budget: int | None = None,
+                       cliff_pps: float | None = None, epsilon: float | None = None) -> Applied:
+        """Set a PF's rx mode. For "hybrid" the driver switches DE/NAPI itself (8 ms estimator)
+        around `cliff_pps` with hysteresis `epsilon`; None keeps the driver's current values."""
 
     @abc.abstractmethod
     def set_pf_coalesce(self, pf: str, rx_usecs: int) -> Applied: ...

@@ -46,6 +46,7 @@ class PfState:
     napi_budget: int = STOCK_BUDGET
     rx_usecs: int = 1
     hybrid: HybridSwitch = field(default_factory=HybridSwitch)
+    cliff_pps: float | None = None  # configured through rxmode/cliff_pps; None: the driver default
     mode_in_force: str = "napi"
     rate_pps: float = 0.0
     rx_packets: float = 0.0
@@ -153,7 +154,7 @@ class HostSim:
         phase = self.spec.phase_index(t0)
         for p, pf in enumerate(self.pfs):
             if pf.rx_mode == "hybrid":
-                pf.hybrid.update(pf.rate_pps, self._cliff(p, phase))
+                pf.hybrid.update(pf.rate_pps, pf.cliff_pps or self._cliff(p, phase))
         r = self.rates(t0, self.delivered_itrs(), self._host_kernel_prev)
         self._host_kernel_prev = r.host_kernel_cpu
         for vf, vr in zip(self.vfs, r.vfs):

@@ -173,7 +173,8 @@ class SimHost(HostDriver):
     def _pf_index(self, pf: str) -> int | None:
         return self._pf_names.index(pf) if pf in self._pf_names else None
 
-    def set_pf_rx_mode(self, pf: str, mode: str, napi_budget: int | None = None) -> Applied:
+    def set_pf_rx_mode(self, pf: str, mode: str, napi_budget: int | None = None,
+                       cliff_pps: float | None = None, epsilon: float | None = None) -> Applied:
         with self._lock:
             p = self._pf_index(pf)
             if p is None:
@@ -186,7 +187,12 @@ class SimHost(HostDriver):
             if napi_budget is not None and not 1 <= napi_budget <= MAX_NAPI_BUDGET:
                 return Applied(pf, "rx_mode", mode, old, old, ok=False,
                                error=f"{pf}: NAPI budget {napi_budget} outside 1..{MAX_NAPI_BUDGET}")
-            self._journal.remember(pf, "rx_mode", (old, state.napi_budget))
+            if cliff_pps is not None and not 1 <= cliff_pps <= 1e8:
+                return Applied(pf, "rx_mode", mode, old, old, ok=False,
+                               error=f"{pf}: cliff {cliff_pps} packets/s outside 1..100000000")
+            self._journal.remember(pf, "rx_mode", (old, state.napi_budget, state.cliff_pps))
+            if cliff_pps is not None:
+                state.cliff_pps = float(cliff_pps)  # the simulated driver keeps its epsilon (0.15)
             if napi_budget is None and mode == "hybrid" and old != "hybrid":
                 napi_budget = HYBRID_DEFAULT_BUDGET
             state.rx_mode = mode
@@ -234,9 +240,9 @@ class SimHost(HostDriver):
                     restored.append(Applied(target, setting, old, was, state.itr_request))
                 elif setting == "rx_mode":
                     state_pf = self.sim.pfs[self._pf_names.index(target)]
-                    mode, budget = old  # type: ignore[misc]
+                    mode, budget, cliff = old  # type: ignore[misc]
                     was = state_pf.rx_mode
-                    state_pf.rx_mode, state_pf.napi_budget = mode, budget
+                    state_pf.rx_mode, state_pf.napi_budget, state_pf.cliff_pps = mode, budget, cliff
                     if mode != "hybrid":
                         state_pf.mode_in_force = mode
                     restored.append(Applied(target, setting, mode, was, mode))

@@ -344,7 +344,8 @@ class LinuxHost(HostDriver):
         self._journal.remember(vf_pci, "guest_agent", (guest.name, ifname, pa.ITR_ADAPTIVE))
         return Applied(vf_pci, "itr", itr, None, usecs_to_itr(usecs))
 
-    def set_pf_rx_mode(self, pf: str, mode: str, napi_budget: int | None = None) -> Applied:
+    def set_pf_rx_mode(self, pf: str, mode: str, napi_budget: int | None = None,
+                       cliff_pps: float | None = None, epsilon: float | None = None) -> Applied:
         dev = self._current_scan().pf_devices.get(pf)
         if dev is None:
             return self._failed(pf, "rx_mode", mode, f"{pf}: not a managed 82599 PF")
@@ -357,6 +358,16 @@ class LinuxHost(HostDriver):
                         return self._failed(pf, "rx_mode", mode, f"{pf}: napi budget {napi_budget} out of range "
                                             f"1..{pa.POLL_LIMIT_MAX}")
                     self._write_sysfs(pa.rxmode(dev.device_dir, pa.RXMODE_POLL_LIMIT), napi_budget)
+                # The thresholds go in before the mode, so hybrid never runs on stale ones.
+                if cliff_pps is not None:
+                    if not 1 <= cliff_pps <= pa.CLIFF_PPS_MAX:
+                        return self._failed(pf, "rx_mode", mode, f"{pf}: cliff {cliff_pps:.0f} packets/s out of "
+                                            f"range 1..{pa.CLIFF_PPS_MAX}")
+                    self._write_sysfs(pa.rxmode(dev.device_dir, pa.RXMODE_CLIFF_PPS), int(round(cliff_pps)))
+                if epsilon is not None:
+                    if not 0 <= epsilon <= 1:
+                        return self._failed(pf, "rx_mode", mode, f"{pf}: epsilon {epsilon} out of range 0..1")
+                    self._write_sysfs(pa.rxmode(dev.device_dir, pa.RXMODE_EPSILON_PCT), int(round(epsilon * 100)))
                 old, now = self._write_sysfs(pa.rxmode(dev.device_dir, pa.RXMODE_MODE), mode)
                 return Applied(pf, "rx_mode", mode, old, now, ok=now == mode,
                                error=None if now == mode else f"{pf}: rxmode/mode reads back {now!r}")

@@ -19,7 +19,8 @@ ITR_LEAVE_ALONE = 0
 ITR_ADAPTIVE = 1
 
 RXMODE_MODE = "mode"  # rw: napi | de | hybrid
-RXMODE_CLIFF_PPS = "cliff_pps"
+RXMODE_CLIFF_PPS = "cliff_pps"  # rw: 1..CLIFF_PPS_MAX
+CLIFF_PPS_MAX = 100_000_000
 RXMODE_EPSILON_PCT = "epsilon_pct"
 RXMODE_POLL_LIMIT = "poll_limit"  # rw: 1..64
 RXMODE_CURRENT = "current"  # ro: napi | de
