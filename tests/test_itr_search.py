@@ -225,3 +225,28 @@ def test_a_point_is_credited_with_its_lowest_measurement():
     assert s.score(again) == told  # the burst does not raise its claim
     assert s.mean(again) == pytest.approx(told * 1.15)
     assert ItrSearch(ITR_MIN_RATE, ITR_MAX_RATE, 1000, pessimistic=False).pessimistic is False
+
+
+def test_an_edge_that_measures_worse_falls_back_to_the_lowest_rate_holding_the_throughput():
+    def ramp(r):  # rises to a plateau at 1.0 from 12000/s
+        return min(1.0, (r / 12_000) ** 0.3)
+
+    s = run(ItrSearch(5_000, 60_000, 200, incumbent=20_000, incumbent_throughput=1.0), ramp)
+    # The plateau's edge (within the 2% noise margin) measures >0.5% below the incumbent, so it
+    # is not adopted; the cheapest rate that holds the incumbent's throughput still is.
+    assert any(0.98 <= p.throughput < 0.995 for p in s.history)
+    assert 11_000 <= s.best < 14_000  # cheaper than the incumbent's 20000/s
+    assert ramp(s.best) >= 0.995 and "vs incumbent" in s.outcome
+
+
+def test_a_caller_can_ask_more_of_a_costlier_rate_than_the_noise_margin():
+    def bump(r):  # 5% over the incumbent around 60000/s
+        return 1.05 * math.exp(-((math.log(r / 60_000) / 0.5) ** 2))
+
+    default = run(ItrSearch(ITR_MIN_RATE, ITR_MAX_RATE, 1000, incumbent=20_000, incumbent_throughput=1.0), bump)
+    assert default.best > 40_000
+    strict = run(ItrSearch(ITR_MIN_RATE, ITR_MAX_RATE, 1000, incumbent=20_000, incumbent_throughput=1.0,
+                           cost_margin=0.1), bump)
+    assert strict.best == 20_000 and "more interrupts must gain 10%" in strict.outcome
+    with pytest.raises(ValueError, match="cost_margin"):
+        ItrSearch(ITR_MIN_RATE, ITR_MAX_RATE, 1000, cost_margin=-0.1)

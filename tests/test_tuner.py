@@ -254,3 +254,62 @@ def test_vfs_that_converged_together_do_not_restart_together():
         assert tuner.restarts["periodic"] >= 2
     assert len(set(first_restart)) == len(pcis)
     assert max(first_restart) - min(first_restart) >= 5
+
+
+@dataclass
+class SharedPortVf(SyntheticVf):
+    """A VF on a port whose other users fill it: the port shows `load` of its line rate and the
+    VF's fair share is `share` bits/s; what the VF takes above that comes from its neighbours."""
+
+    load: float = 1.0
+    share: float = 1e9
+
+    def sample(self) -> VfSample:
+        capacity = 9.87e9
+        return replace(super().sample(), port_rx_bps=self.load * capacity, port_rx_capacity_bps=capacity,
+                       port_rx_share_bps=self.share)
+
+
+def rising(r: float) -> float:
+    """Throughput that keeps rising with the rate: 1 Gb/s at 10000/s, 1.5 Gb/s from 22500/s."""
+    return 1e9 * min(1.5, math.sqrt(r / 10_000))
+
+
+def test_on_a_saturated_port_a_vf_takes_its_share_at_the_lowest_rate():
+    alone = SyntheticVf(rising)
+    t_alone = SearchTuner(PCI, caps())
+    alone.run(t_alone, 120)
+    # Judged on its own throughput, the VF buys the neighbours' share with interrupts.
+    assert t_alone.state()["held_itr"] > 20_000
+    shared = SharedPortVf(rising, share=1e9)
+    t_shared = SearchTuner(PCI, caps())
+    shared.run(t_shared, 120)
+    st = t_shared.state()
+    # Judged on its share of the saturated port: the lowest rate that still takes 1 Gb/s.
+    assert st["phase"] == "holding" and 9_000 <= st["held_itr"] <= 12_000
+    assert st["port"]["saturated"] and st["port"]["share_bps"] == 1e9
+    first = shared.decisions[0][1].reason
+    assert "port saturated: judged on the VF's share of the port" in first
+    # It already had its share under the adaptive rate (20000/s): it only looked below that.
+    assert "searching 10000..20000/s" in first
+
+
+def test_a_port_below_its_line_rate_judges_the_vf_as_before():
+    busy = SharedPortVf(rising, load=0.9, share=1e9)
+    tuner = SearchTuner(PCI, caps())
+    busy.run(tuner, 120)
+    assert tuner.state()["held_itr"] > 20_000
+    assert not tuner.state()["port"]["saturated"]
+    assert not any("port saturated" in d.reason for _, d in busy.decisions)
+
+
+def test_periodic_searches_on_a_saturated_port_look_only_for_a_cheaper_rate():
+    shared = SharedPortVf(rising, share=1e9)
+    tuner = SearchTuner(PCI, caps(), {"restart_intervals": 60, "restart_jitter": 0.0})
+    shared.run(tuner, 200)
+    restarts = [d.reason for _, d in shared.decisions if "intervals since convergence" in d.reason]
+    assert restarts
+    held = tuner.convergences[0]["best"]
+    searched = restarts[0].split("searching ")[1].split("/s")[0]
+    low, high = (int(x) for x in searched.split(".."))
+    assert low < held and high == pytest.approx(held, rel=0.05)

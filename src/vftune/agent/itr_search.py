@@ -17,10 +17,12 @@ Wu & Wang's search (seeds/wu-wang-...) with the fixes issue 3 asks for:
   (repeats, step scans, edge probes, re-checks) are only spent while the budget allows, and
   when it runs out the bracket stops where it is, with one probe kept for the confirmation;
 * interrupts cost CPU: a higher rate than the incumbent's must gain more than the noise
-  margin, or the incumbent stays;
+  margin (or ``cost_margin``), or the incumbent stays;
 * do no harm: it measures the incumbent setting first and keeps it unless the result,
   re-measured at the end, is at least as good; an incumbent that would win on a single
-  measurement is measured once more first (one lucky window must not veto a better setting).
+  measurement is measured once more first (one lucky window must not veto a better setting);
+  a result that measures worse falls back to the lowest measured rate that holds the
+  incumbent's throughput, if any.
 
 Pure logic: no clock, no I/O. The caller measures what ask() returns and tell()s the result.
 """
@@ -91,6 +93,7 @@ class ItrSearch:
         incumbent_cost: float | None = None,
         plateau_width: float = 1.5,
         quantize: Callable[[float], float] | None = None,
+        cost_margin: float | None = None,
     ) -> None:
         if not (math.isfinite(low) and low > 0):
             raise ValueError(f"low must be a positive interrupt rate, got {low!r}")
@@ -111,6 +114,8 @@ class ItrSearch:
                 f"repeat and confirm counts must be >= 0 (confirms >= 1), got "
                 f"{max_repeats!r}/{max_repeats_per_step!r}/{max_confirms!r}"
             )
+        if cost_margin is not None and not (math.isfinite(cost_margin) and cost_margin >= 0):
+            raise ValueError(f"cost_margin must be a finite number >= 0, got {cost_margin!r}")
         if not plateau_width > 1:
             raise ValueError(f"plateau_width must be > 1, got {plateau_width!r}")
         if max_probes < 3:
@@ -125,6 +130,9 @@ class ItrSearch:
         self.tolerance = float(tolerance)
         self.rel_tolerance = rel_tolerance
         self.margin = margin
+        # What a rate costlier than the incumbent must gain to be adopted (default: the noise
+        # margin; a caller that knows gains to be partly illusory asks for more).
+        self.cost_margin = margin if cost_margin is None else cost_margin
         self.plateau_margin = plateau_margin
         self.harm_margin = harm_margin
         self.max_interval_us = max_interval_us
@@ -442,21 +450,29 @@ class ItrSearch:
     def _finish(self) -> None:
         assert self._choice is not None
         chosen = self._choice
-        value = self.score(chosen)
         inc = self.incumbent_throughput
         if self.incumbent is None or inc is None:
             self._best = chosen
             self.outcome = f"best {chosen}/s"
             return
+        if chosen != self.incumbent and self.score(chosen) < inc * (1.0 - self.harm_margin):
+            # The plateau rule may reach for an edge that measures just below the incumbent:
+            # the lowest rate that holds the incumbent's throughput is still a choice.
+            floor = 1e6 / self.max_interval_us
+            holding = [r for r, m in self.scores().items() if m >= inc * (1.0 - self.harm_margin) and r >= floor]
+            if holding:
+                chosen = min(holding)
+        value = self.score(chosen)
         gain = (value / inc - 1.0) if inc > 0 else math.inf
         cost = self.incumbent_cost if self.incumbent_cost else (self.incumbent or None)
-        if cost is not None and chosen > cost * (1.0 + self.margin) and gain < self.margin and inc > 0:
+        if cost is not None and chosen > cost * (1.0 + self.margin) and gain < self.cost_margin and inc > 0:
             # More interrupts for a gain inside the noise margin is not a decision: the
             # incumbent keeps the throughput at a lower CPU cost.
             self._best = self.incumbent
             self.outcome = (
                 f"kept incumbent {_rate_label(self.incumbent)}: {chosen}/s gains only {_pct(gain)} "
-                f"(inside the {self.margin:.0%} noise margin)"
+                + (f"(inside the {self.margin:.0%} noise margin)" if self.cost_margin == self.margin
+                   else f"(more interrupts must gain {self.cost_margin:.0%})")
             )
         elif chosen == self.incumbent or value >= inc * (1.0 - self.harm_margin):
             self._best = chosen

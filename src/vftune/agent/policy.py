@@ -29,6 +29,10 @@ class VfSample:
     itr: int  # interrupts/s set now; 0 = the VF's own adaptive ITR
     guest_cpu: float | None  # CPU seconds per second of the owning guest
     fresh: bool = True  # counters were refreshed inside this interval
+    # The VF's port (its PF) over the same interval, as the agent sees it; None when unknown.
+    port_rx_bps: float | None = None  # received bits/s counted on the port: its VFs' plus the PF's own
+    port_rx_capacity_bps: float | None = None  # the same counters at line rate, for the port's mean frame size
+    port_rx_share_bps: float | None = None  # this VF's max-min fair share of the port's rx (sampling.port_view)
 
     @property
     def throughput_bps(self) -> float:

@@ -3,14 +3,76 @@
 VF byte and packet counters on an unpatched ixgbe are copies refreshed every
 2 s, so a rate is taken over the counters' own refresh times, not the snapshot
 interval; between refreshes the previous rate is carried and marked not fresh.
+
+Each VF sample also carries its port's receive load (port_view): VFs sharing a saturated port
+share its line rate, so a VF's gain there may be a share taken from its neighbours, and the
+tuner needs the port's total and the VF's fair share of it to tell the two apart. The share
+water-fills the line rate over what the other users took at their peak over the last
+share_memory_s: a neighbour that probes a low rate for a few seconds leaves room that is not
+this VF's to keep, while a neighbour that never asks for more leaves room that is.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import math
+from collections import deque
+from dataclasses import dataclass, field, replace
 
 from vftune.agent.policy import PfSample, VfSample
 from vftune.hostdriver.base import Inventory, Snapshot, VfCounters
+
+
+# 82599: 10 Gb/s on the wire. Its byte counters count the frame (header + FCS); on the wire each
+# frame also takes 8 B of preamble and a 12 B inter-frame gap.
+LINE_RATE_BPS = 10e9
+WIRE_EXTRA_B = 20
+
+
+@dataclass(frozen=True)
+class PortView:
+    rx_bps: float
+    capacity_bps: float
+    shares: dict[str, float]  # VF PCI address -> its max-min fair share of capacity_bps
+
+
+# A port user within this fraction of the equal split wants its full share: it is held back by
+# its own interrupt rate (as the VF asking may be), not a small user leaving room to others.
+NEAR_SHARE = 0.9
+
+
+def fair_share(capacity: float, others: list[float], near_share: float = NEAR_SHARE) -> float:
+    """What max-min fair sharing of `capacity` gives one more user that asks for everything,
+    while the others ask for `others` (water-filling); those within near_share of the equal
+    split count as asking for everything too."""
+    users = len(others) + 1
+    equal = capacity / users
+    left = capacity
+    for rate in sorted(others):
+        if rate >= left / users or rate >= near_share * equal:
+            break  # this one and every larger one are held to the level too
+        left -= rate
+        users -= 1
+    return max(0.0, left / users)
+
+
+def port_view(vf_rx: dict[str, tuple[float, float]], pf_rx: tuple[float, float],
+              demand: dict[str, float] | None = None, line_rate_bps: float = LINE_RATE_BPS) -> PortView:
+    """One port's receive side from its VFs' (bits/s, packets/s) by PCI address and the PF's own.
+
+    The capacity is in the counters' bits (frames), so it depends on the mean frame size: line
+    rate x frame / (frame + preamble and gap). With no packets the capacity is the line rate.
+    A VF's share water-fills the capacity over the other users' `demand` (bits/s by PCI address,
+    "" for the PF; default: what each receives now).
+    """
+    want = {pci: b for pci, (b, _) in vf_rx.items()}
+    want[""] = pf_rx[0]
+    want.update(demand or {})
+    rx_bps = sum(b for b, _ in vf_rx.values()) + pf_rx[0]
+    rx_pps = sum(p for _, p in vf_rx.values()) + pf_rx[1]
+    frame = rx_bps / 8.0 / rx_pps if rx_pps > 0 else math.inf
+    capacity = line_rate_bps if math.isinf(frame) else line_rate_bps * frame / (frame + WIRE_EXTRA_B)
+    shares = {pci: fair_share(capacity, [b for other, b in want.items() if other != pci]) for pci in vf_rx}
+    return PortView(rx_bps, capacity, shares)
 
 
 @dataclass
@@ -27,6 +89,8 @@ class RateDeriver:
 
     last: Snapshot | None = None
     carried: dict[str, _VfRates] = field(default_factory=dict)
+    share_memory_s: float = 60.0  # a port user's demand: its highest rx rate over this long
+    _recent: dict[str, deque[tuple[float, float]]] = field(default_factory=dict)
 
     def derive(
         self, snap: Snapshot, inv: Inventory, itrs: dict[str, int], modes: dict[str, str]
@@ -71,7 +135,41 @@ class RateDeriver:
             for name, c in snap.pfs.items()
             if name in prev.pfs
         ]
-        return vf_samples, pf_samples
+        return self._with_ports(snap.time, vf_samples, pf_samples, inv), pf_samples
+
+    def _peak(self, key: str, t: float, bps: float) -> float:
+        """The highest of this user's rx rates over the last share_memory_s, this one included."""
+        recent = self._recent.setdefault(key, deque())
+        recent.append((t, bps))
+        while recent and recent[0][0] <= t - self.share_memory_s:
+            recent.popleft()
+        return max(b for _, b in recent)
+
+    def _with_ports(
+        self, t: float, vf_samples: list[VfSample], pf_samples: list[PfSample], inv: Inventory
+    ) -> list[VfSample]:
+        """Fill each VF sample's port fields, for ports whose PF and every VF were rated this tick."""
+        pf_rates = {p.pf: (p.rx_bps, p.rx_pps) for p in pf_samples}
+        by_pci = {s.pci: s for s in vf_samples}
+        out: dict[str, VfSample] = {}
+        seen: set[str] = set()
+        for pf in inv.pfs:
+            members = [by_pci.get(vf.pci) for vf in pf.vfs]
+            if pf.name not in pf_rates or not pf.vfs or any(m is None for m in members):
+                continue  # part of the port unseen: its total would be too low
+            rates = {m.pci: (m.rx_bps, m.rx_pps) for m in members if m is not None}
+            demand = {pci: self._peak(pci, t, bps) for pci, (bps, _) in rates.items()}
+            demand[""] = self._peak(f"pf:{pf.name}", t, pf_rates[pf.name][0])
+            seen.update(rates)
+            seen.add(f"pf:{pf.name}")
+            view = port_view(rates, pf_rates[pf.name], demand)
+            for m in members:
+                assert m is not None
+                out[m.pci] = replace(m, port_rx_bps=view.rx_bps, port_rx_capacity_bps=view.capacity_bps,
+                                     port_rx_share_bps=view.shares[m.pci])
+        for gone in set(self._recent) - seen:
+            del self._recent[gone]
+        return [out.get(s.pci, s) for s in vf_samples]
 
     def _rates(self, pci: str, old: VfCounters, now: VfCounters) -> tuple[_VfRates, bool]:
         span = now.counters_time - old.counters_time
@@ -85,3 +183,4 @@ class RateDeriver:
         )
         self.carried[pci] = rates
         return rates, True
+

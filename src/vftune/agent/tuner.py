@@ -27,6 +27,18 @@ is a different workload and restarts after two windows; a change of rate alone m
 load_change_s (30 s) in one direction, because bursts of a few seconds are not a new load and
 chasing them costs more probes than it wins. Inside a search only the packet size counts.
 
+Saturated ports (port_saturation): VFs on one PF share its 10 Gb/s. When the port's received
+load is at its line rate, one VF's gain at a higher rate is a share taken from its neighbours
+(the port's total does not move) and costs interrupts for nothing. There a search credits a
+window with the VF's receive rate only up to its fair share of the port
+(VfSample.port_rx_share_bps), so the plateau rule picks the lowest rate that still takes the
+VF's share; a rate costlier than the incumbent must raise the port's total by port_gain (won
+back of the VF's share), not just the VF's throughput by the noise margin; and a search stays
+within warm_span of the rate in force, looking only for a cheaper rate when the VF has its
+share. The port counts as saturated for port_memory_s after a window found it so: room that
+neighbours' probes leave for a few seconds is not this VF's to keep. A port below its line
+rate, or unknown, changes nothing.
+
 Pure logic: the agent supplies samples and applies decisions.
 """
 
@@ -53,10 +65,31 @@ class Window:
     packets: float
     interrupts: int | None
     itr: int
+    rx_bits: float = 0.0
+    # The port over the same window (bits), None when a sample did not show it.
+    port_bits: float | None = None
+    port_capacity_bits: float | None = None
+    share_bits: float | None = None
 
     @property
     def duration(self) -> float:
         return self.end - self.start
+
+    @property
+    def port_load(self) -> float | None:
+        """The port's received load as a share of its line rate."""
+        if self.port_bits is None or not self.port_capacity_bits:
+            return None
+        return self.port_bits / self.port_capacity_bits
+
+    def credited_bps(self, saturated: bool) -> float:
+        """What a search is told: on a saturated port the VF's receive rate counts only up to
+        its fair share of the port (the rest is taken from its neighbours); otherwise the rate
+        as measured."""
+        if not saturated or self.share_bits is None:
+            return self.bps
+        rx = min(self.rx_bits, self.share_bits)
+        return (rx + self.bits - self.rx_bits) / self.duration
 
     @property
     def bps(self) -> float:
@@ -85,8 +118,10 @@ class WindowMeter:
 
     def _reset_sums(self) -> None:
         self._bits = 0.0
+        self._rx_bits = 0.0
         self._packets = 0.0
         self._interrupts: int | None = 0
+        self._port: list[float] | None = [0.0, 0.0, 0.0]  # bits, capacity bits, share bits
 
     def start(self, change_t: float, settle_s: float) -> None:
         """Forget the running window: a setting changed at change_t (sample time)."""
@@ -110,13 +145,22 @@ class WindowMeter:
         if s.t <= self._origin:
             return None
         self._bits += s.throughput_bps * s.dt
+        self._rx_bits += s.rx_bps * s.dt
         self._packets += (s.rx_pps + s.tx_pps) * s.dt
+        if s.port_rx_bps is None or s.port_rx_capacity_bps is None or s.port_rx_share_bps is None:
+            self._port = None
+        elif self._port is not None:
+            self._port[0] += s.port_rx_bps * s.dt
+            self._port[1] += s.port_rx_capacity_bps * s.dt
+            self._port[2] += s.port_rx_share_bps * s.dt
         if s.interrupts is None or self._interrupts is None:
             self._interrupts = None
         else:
             self._interrupts += s.interrupts
         if s.fresh and s.t - self._origin >= self.window_s - _EPS:
-            w = Window(self._origin, s.t, self._bits, self._packets, self._interrupts, s.itr)
+            port = self._port or [None, None, None]
+            w = Window(self._origin, s.t, self._bits, self._packets, self._interrupts, s.itr,
+                       self._rx_bits, port[0], port[1], port[2])
             self._origin = s.t
             self._reset_sums()
             return w
@@ -147,6 +191,15 @@ class TunerOptions:
     warm_span: float = 2.0  # periodic restarts search [best/span, best*span]
     quantize: bool = True  # probe only rates the 82599 can deliver (2.048-us steps)
     max_apply_misses: int = 3  # samples showing another ITR than the probe before giving up
+    # A port loaded to this share of its line rate is saturated, and stays so for port_memory_s
+    # (room left by neighbours' probes is not the VF's to keep): there a search credits the VF
+    # with at most its fair share (gains beyond it come from the neighbours). Above 1: never.
+    port_saturation: float = 0.98
+    port_memory_s: float = 60.0
+    # On a saturated port the port's total is the objective: a rate costlier than the incumbent
+    # must raise it by this share (what the VF can win back of its fair share), as the plateau
+    # margin does for one VF.
+    port_gain: float = 0.01
 
     def __post_init__(self) -> None:
         positive = ("window_s", "tolerance", "max_interval_us", "warm_span")
@@ -245,6 +298,10 @@ class SearchTuner:
         self._held_intervals = 0
         self._search_started_t = 0.0
         self._warm_next = False
+        self._port_window: Window | None = None  # the last window that showed the port
+        self._port_saturated_t = -math.inf  # end of the last window that found the port saturated
+        self._capped_windows = 0  # this search's windows credited with the VF's port share only
+        self._judged_windows = 0
 
     # ---- VfPolicy ---------------------------------------------------------------------
 
@@ -283,12 +340,64 @@ class SearchTuner:
             "window_s": self.window_s,
             "held_interrupts": self._held_interrupts,
             "held_intervals": self._held_intervals,
+            "port": self._port_state(),
         }
+
+    def _port_state(self) -> dict[str, object] | None:
+        """The VF's port over the last window that showed it: load, saturation, the VF's share."""
+        w = self._port_window
+        if w is None or w.port_load is None:
+            return None
+        return {
+            "rx_bps": round(w.port_bits / w.duration) if w.port_bits is not None else None,
+            "capacity_bps": round(w.port_capacity_bits / w.duration) if w.port_capacity_bits is not None else None,
+            "load": round(w.port_load, 4),
+            "saturated": self._saturated(w),  # at port_saturation within port_memory_s
+            "share_bps": round(w.share_bits / w.duration) if w.share_bits is not None else None,
+            "capped_windows": self._capped_windows,
+        }
+
+    def _measure(self, s: VfSample) -> Window | None:
+        """The meter's next window, noting when it found the port saturated."""
+        w = self.meter.add(s)
+        if w is not None and w.port_load is not None:
+            self._port_window = w
+            if w.port_load >= self.options.port_saturation:
+                self._port_saturated_t = w.end
+        return w
+
+    def _has_share(self, w: Window) -> bool:
+        """Whether the VF lacks less of its share of the port than port_gain of the port's total:
+        nothing a higher rate could win would count."""
+        if w.share_bits is None or w.port_bits is None:
+            return False
+        return w.share_bits - w.rx_bits < self.options.port_gain * w.port_bits
+
+    def _cost_margin(self, w: Window) -> float:
+        """port_gain of the port's total as a share of the VF's throughput (at least the noise
+        margin): what a costlier rate must gain on a saturated port."""
+        o = self.options
+        if w.port_bits is None or w.bits <= 0:
+            return o.margin
+        return max(o.margin, o.port_gain * w.port_bits / w.bits)
+
+    def _saturated(self, w: Window) -> bool:
+        return w.port_load is not None and w.end - self._port_saturated_t <= self.options.port_memory_s + _EPS
+
+    def _credit(self, w: Window) -> float:
+        """A window's throughput as a search is told it (see Window.credited_bps)."""
+        self._judged_windows += 1
+        credited = w.credited_bps(self._saturated(w))
+        if credited < w.bps * (1.0 - 1e-6):
+            self._capped_windows += 1
+            self._note(w.end, f"port saturated ({w.port_load:.0%} of line rate now): judged on the VF's "
+                              f"share of the port, {credited / 1e6:.0f} of {w.bps / 1e6:.0f} Mbit/s")
+        return credited
 
     # ---- phases -----------------------------------------------------------------------
 
     def _step_idle(self, s: VfSample) -> ItrDecision | None:
-        w = self.meter.add(s)
+        w = self._measure(s)
         if w is None or w.bps < self.options.min_throughput_bps:
             return None
         return self._begin(s, full=True, baseline=w, reason="start: traffic seen")
@@ -302,7 +411,7 @@ class SearchTuner:
             self.meter.start(s.t, self.options.settle_s)
             return ItrDecision(self.probe_itr, f"probe {self.search.probes + 1}: re-apply {self.probe_itr}/s")
         self._misses = 0
-        w = self.meter.add(s)
+        w = self._measure(s)
         if w is None:
             return None
         if w.bps < self.options.min_throughput_bps:
@@ -311,7 +420,7 @@ class SearchTuner:
         if changed is not None:
             return self._begin(s, full=True, baseline=None, reason=f"restart: load changed {changed:.0%} during search")
         self._search_windows.setdefault(self.probe_itr, []).append(w)
-        self.search.tell(self.probe_itr, w.bps)
+        self.search.tell(self.probe_itr, self._credit(w))
         return self._next_probe(s)
 
     def _step_holding(self, s: VfSample) -> ItrDecision | None:
@@ -319,7 +428,7 @@ class SearchTuner:
         interrupts_visible = s.interrupts is not None and not (s.interrupts == 0 and s.rx_pps + s.tx_pps > 0)
         if interrupts_visible:
             self._held_interrupts += int(s.interrupts or 0)
-        w = self.meter.add(s)
+        w = self._measure(s)
         if w is not None:
             self._last_window = w
             decision = self._detect_change(s, w)
@@ -399,11 +508,21 @@ class SearchTuner:
         # A warm restart brackets the rate in force; under the VF's adaptive ITR (0) that is
         # the interrupt rate the host measured, when it can see one.
         centre = s.itr if s.itr > 0 else _interrupt_rate(baseline)
-        if not full and centre:
+        saturated = baseline is not None and self._saturated(baseline)
+        if centre and (saturated or not full):
+            # On a saturated port a higher rate cannot raise the port's total, and rates far
+            # above the VF's own only take its neighbours' shares: every search there stays
+            # around the rate in force, and looks only for a cheaper one when the VF already
+            # takes its share (one that lacks it climbs up to warm_span per search).
             low = max(low, int(centre / o.warm_span))
-            high = min(high, int(centre * o.warm_span))
+            has_share = baseline is not None and saturated and self._has_share(baseline)
+            high = min(high, int(centre * (1.0 if has_share else o.warm_span)))
             if high <= low:
                 low, high = self.full_bracket
+        if saturated:
+            reason += "; port saturated: judged on the VF's share of the port"
+        self._capped_windows = 0
+        self._judged_windows = 0
         self.search = ItrSearch(
             low,
             high,
@@ -416,9 +535,10 @@ class SearchTuner:
             max_probes=max(3, o.max_probes),
             max_interval_us=o.max_interval_us,
             incumbent=s.itr,
-            incumbent_throughput=None if baseline is None or baseline.bps <= 0 else baseline.bps,
+            incumbent_throughput=None if baseline is None or baseline.bps <= 0 else self._credit(baseline),
             incumbent_cost=_interrupt_rate(baseline),
             quantize=quantize_itr if o.quantize else None,
+            cost_margin=self._cost_margin(baseline) if saturated and baseline is not None else o.margin,
         )
         self.searches += 1
         self.phase = PROBING
@@ -457,6 +577,9 @@ class SearchTuner:
         best = self.search.best
         assert best is not None
         text = f"converged: {self.search.outcome} after {self.search.probes} probes"
+        if self._capped_windows:
+            text += (f"; port saturated: judged on the VF's share of the port in {self._capped_windows} of "
+                     f"{self._judged_windows} windows")
         self.convergences.append(
             {"t": s.t, "started": self._search_started_t, "probes": self.search.probes, "best": best}
         )

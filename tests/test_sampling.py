@@ -1,0 +1,111 @@
+"""RateDeriver's port view: each VF sample carries its port's received total, the port's
+capacity at line rate and the VF's fair share of it (what the tuner judges saturated ports on)."""
+
+from __future__ import annotations
+
+import pytest
+
+from vftune.agent.sampling import LINE_RATE_BPS, RateDeriver, fair_share, port_view
+from vftune.hostdriver.base import Inventory, PfCounters, PfInfo, Snapshot, VfCounters, VfInfo
+
+FRAME = 1518  # bytes the counters count per full-size frame (header + FCS included)
+CAPACITY = LINE_RATE_BPS * FRAME / (FRAME + 20)  # 8 B preamble + 12 B gap per frame on the wire
+
+
+def test_fair_share_water_fills_the_line_rate():
+    # Everyone wants more than an equal split: the equal split.
+    assert fair_share(1000.0, [400.0, 400.0, 400.0]) == pytest.approx(250.0)
+    # A small user leaves its room to the others: (1000 - 100) / 3.
+    assert fair_share(1000.0, [100.0, 400.0, 400.0]) == pytest.approx(300.0)
+    # A neighbour just under the equal split is held back by its own setting, not a small user.
+    assert fair_share(1000.0, [240.0, 400.0, 400.0]) == pytest.approx(250.0)
+    assert fair_share(1000.0, []) == pytest.approx(1000.0)
+
+
+def test_port_view_capacity_follows_the_frame_size():
+    full = port_view({"a": (4e9, 4e9 / 8 / FRAME)}, (1e9, 1e9 / 8 / FRAME))
+    assert full.rx_bps == pytest.approx(5e9)
+    assert full.capacity_bps == pytest.approx(CAPACITY)
+    small = port_view({"a": (1e9, 1e9 / 8 / 82)}, (0.0, 0.0))  # 64-byte IP packets
+    assert small.capacity_bps == pytest.approx(LINE_RATE_BPS * 82 / 102)
+    assert port_view({"a": (0.0, 0.0)}, (0.0, 0.0)).capacity_bps == LINE_RATE_BPS
+
+
+def _inventory(n_vfs: int) -> Inventory:
+    vfs = tuple(VfInfo("enp3s0f0", i, f"0000:03:10.{i}", "vfio-pci") for i in range(n_vfs))
+    other = (VfInfo("enp3s0f1", 0, "0000:03:18.0", "vfio-pci"),)
+    return Inventory((
+        PfInfo("enp3s0f0", "0000:03:00.0", 0x10FB, "ixgbe", n_vfs, 63, vfs),
+        PfInfo("enp3s0f1", "0000:03:00.1", 0x10FB, "ixgbe", 1, 63, other),
+    ))
+
+
+class Port:
+    """Cumulative counters of two ports: VF rx rates in bits/s set per tick, full-size frames."""
+
+    def __init__(self, inv: Inventory) -> None:
+        self.inv = inv
+        self.t = 0.0
+        self.bytes = {vf.pci: 0.0 for vf in inv.vfs()}
+        self.pf_bytes = {pf.name: 0.0 for pf in inv.pfs}
+
+    def tick(self, vf_bps: dict[str, float], pf_bps: float = 0.0, drop: str | None = None) -> Snapshot:
+        self.t += 1.0
+        for pci, bps in vf_bps.items():
+            self.bytes[pci] += bps / 8
+        self.pf_bytes["enp3s0f0"] += pf_bps / 8
+        vfs = {
+            pci: VfCounters(int(b // FRAME), int(b), 0, 0, None, counters_time=self.t)
+            for pci, b in self.bytes.items() if pci != drop
+        }
+        pfs = {name: PfCounters(int(b // FRAME), int(b)) for name, b in self.pf_bytes.items()}
+        return Snapshot(self.t, vfs, pfs, {}, 0.0)
+
+
+def test_every_vf_sample_carries_its_ports_total_capacity_and_share():
+    inv = _inventory(4)
+    port, deriver = Port(inv), RateDeriver()
+    rates = {vf.pci: 2.4e9 for vf in inv.vfs()}
+    rates["0000:03:18.0"] = 3e9
+    for _ in range(3):
+        samples, _ = deriver.derive(port.tick(rates, pf_bps=0.3e9), inv, {}, {})
+    by_pci = {s.pci: s for s in samples}
+    s = by_pci["0000:03:10.1"]
+    assert s.port_rx_bps == pytest.approx(4 * 2.4e9 + 0.3e9, rel=1e-3)
+    assert s.port_rx_capacity_bps == pytest.approx(CAPACITY, rel=1e-3)
+    # The PF's 0.3 Gb/s is a small user: the four VFs split the rest.
+    assert s.port_rx_share_bps == pytest.approx((CAPACITY - 0.3e9) / 4, rel=1e-3)
+    # The other port is on its own: its one VF may have the whole line.
+    alone = by_pci["0000:03:18.0"]
+    assert alone.port_rx_bps == pytest.approx(3e9, rel=1e-3)
+    assert alone.port_rx_share_bps == pytest.approx(CAPACITY, rel=1e-3)
+
+
+def test_a_port_with_an_unrated_vf_has_no_port_view():
+    inv = _inventory(2)
+    port, deriver = Port(inv), RateDeriver()
+    rates = {vf.pci: 1e9 for vf in inv.vfs()}
+    deriver.derive(port.tick(rates), inv, {}, {})
+    samples, _ = deriver.derive(port.tick(rates, drop="0000:03:10.1"), inv, {}, {})
+    seen = {s.pci: s for s in samples}
+    assert "0000:03:10.1" not in seen
+    assert seen["0000:03:10.0"].port_rx_bps is None and seen["0000:03:10.0"].port_rx_share_bps is None
+    assert seen["0000:03:18.0"].port_rx_bps == pytest.approx(1e9, rel=1e-3)
+
+
+def test_room_a_neighbour_leaves_for_a_few_seconds_is_not_the_vfs_share():
+    inv = _inventory(4)
+    port, deriver = Port(inv), RateDeriver(share_memory_s=60.0)
+    level = CAPACITY / 4
+    steady = {vf.pci: level for vf in inv.vfs()}
+    for _ in range(10):
+        deriver.derive(port.tick(steady), inv, {}, {})
+    probing = dict(steady, **{"0000:03:10.3": 0.2 * level})  # the neighbour probes a low rate
+    samples, _ = deriver.derive(port.tick(probing), inv, {}, {})
+    share = {s.pci: s.port_rx_share_bps for s in samples}
+    assert share["0000:03:10.0"] == pytest.approx(level, rel=1e-3)
+    # Once it has stayed small for longer than the memory, it is a small user: its room is shared.
+    for _ in range(61):
+        samples, _ = deriver.derive(port.tick(probing), inv, {}, {})
+    share = {s.pci: s.port_rx_share_bps for s in samples}
+    assert share["0000:03:10.0"] == pytest.approx((CAPACITY - 0.2 * level) / 3, rel=1e-3)
