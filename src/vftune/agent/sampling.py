@@ -139,11 +139,15 @@ class RateDeriver:
 
     def _peak(self, key: str, t: float, bps: float) -> float:
         """The highest of this user's rx rates over the last share_memory_s, this one included."""
+        # A monotonic deque: rates decrease from left to right, so the peak is the leftmost
+        # unexpired entry; each rate enters and leaves once (O(1) a tick, not O(window)).
         recent = self._recent.setdefault(key, deque())
+        while recent and recent[-1][1] <= bps:
+            recent.pop()
         recent.append((t, bps))
-        while recent and recent[0][0] <= t - self.share_memory_s:
+        while recent[0][0] <= t - self.share_memory_s:
             recent.popleft()
-        return max(b for _, b in recent)
+        return recent[0][1]
 
     def _with_ports(
         self, t: float, vf_samples: list[VfSample], pf_samples: list[PfSample], inv: Inventory
