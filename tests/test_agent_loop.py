@@ -6,8 +6,8 @@ import pytest
 
 from vftune.agent.loop import Agent, AgentConfig
 from vftune.agent.policies import PolicyError, pf_controller, vf_policy
-from vftune.agent.policy import ItrDecision, VfSample
-from vftune.hostdriver.base import quantize_itr
+from vftune.itr import quantize_itr
+from vftune.model import ItrDecision, VfSample
 from vftune.sim.host import SimHost
 from vftune.store.db import Store
 

@@ -9,8 +9,7 @@ import pytest
 
 from vftune.agent.hybrid import HybridSwitch, PacketRateEstimator, cliff_from_sweep, cliff_rate
 from vftune.agent.mode import HybridModeController, ModeOptions
-from vftune.agent.policy import PfSample
-from vftune.hostdriver.base import Capabilities
+from vftune.model import Capabilities, PfSample
 
 
 def test_cliff_rate_solves_the_saturation_equation():

@@ -8,7 +8,7 @@ import random
 import pytest
 
 from vftune.agent.itr_search import ItrSearch, pf_safe_bracket
-from vftune.hostdriver.base import ITR_MAX_RATE, ITR_MIN_RATE, quantize_itr
+from vftune.itr import ITR_MAX_RATE, ITR_MIN_RATE, quantize_itr
 
 
 def peak_curve(peak: float, width: float = 1.0):

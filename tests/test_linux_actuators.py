@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent / "fixtures"))
-import hosttree  # noqa: E402
-from linux_host import make_host  # noqa: E402
+import hosttree
+from linux_host import make_host
 
-from vftune.hostdriver.linux.sysfs_io import describe_oserror  # noqa: E402
+from vftune.hostdriver.linux.sysfs_io import describe_oserror
 
 PF0_DEV = "sys/devices/pci0000:00/0000:00:03.0/0000:03:00.0"
 VF0 = hosttree.vf_bdf(hosttree.PF0[0], 0)

@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent / "fixtures"))
-import hosttree  # noqa: E402
-from linux_host import make_host, make_tree  # noqa: E402
+import hosttree
+from linux_host import make_host, make_tree
 
-from vftune.hostdriver.base import HostError  # noqa: E402
-from vftune.hostdriver.linux.libvirt_guests import (  # noqa: E402
+from vftune.hostdriver.base import HostError
+from vftune.hostdriver.linux.libvirt_guests import (
     MISSING_LIBVIRT,
     Backoff,
     DomainRecord,

@@ -5,15 +5,15 @@ from __future__ import annotations
 import os
 import socket
 import sys
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent / "fixtures"))
-from hosttree import TreeBuilder  # noqa: E402
+from hosttree import TreeBuilder
 
-from vftune.hostdriver.linux.host import LinuxHost  # noqa: E402
+from vftune.hostdriver.linux.host import LinuxHost
 
 pytestmark = pytest.mark.root
 

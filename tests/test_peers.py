@@ -18,13 +18,14 @@ from vftune.agent.peers import (
     NetDim,
     NetDimPolicy,
     PaperSearch,
+    _RingContainer,
     _significant,
     ixgbe_update_itr,
-    _RingContainer,
     make_policy,
 )
-from vftune.agent.policy import FixedItr, Observe, VfSample
-from vftune.hostdriver.base import ITR_MAX_RATE, ITR_MIN_RATE, Capabilities
+from vftune.agent.policy import FixedItr, Observe
+from vftune.itr import ITR_MAX_RATE, ITR_MIN_RATE
+from vftune.model import Capabilities, VfSample
 
 CAPS = Capabilities(backend="synthetic", vf_itr=True, counter_refresh_s=1.0)
 

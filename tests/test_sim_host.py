@@ -6,8 +6,9 @@ import threading
 
 import pytest
 
-from vftune.hostdriver.base import ITR_MAX_RATE, ITR_MIN_RATE, HostDriver, quantize_itr
-from vftune.sim.adaptive import CLASS_RATES, BULK, LOW, LOWEST, AdaptiveItr, next_class
+from vftune.hostdriver.base import HostDriver
+from vftune.itr import ITR_MAX_RATE, ITR_MIN_RATE, quantize_itr
+from vftune.sim.adaptive import BULK, CLASS_RATES, LOW, LOWEST, AdaptiveItr, next_class
 from vftune.sim.engine import COUNTER_REFRESH_S
 from vftune.sim.host import SimHost
 from vftune.sim.scenarios import PAPER_HOST_CPUS

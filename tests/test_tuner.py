@@ -8,14 +8,14 @@ from __future__ import annotations
 
 import math
 import random
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Callable
 
 import pytest
 
-from vftune.agent.policy import ItrDecision, VfSample
 from vftune.agent.tuner import SearchTuner, TunerOptions, WindowMeter
-from vftune.hostdriver.base import Capabilities, quantize_itr
+from vftune.itr import quantize_itr
+from vftune.model import Capabilities, ItrDecision, VfSample
 
 PCI = "0000:03:10.0"
 ADAPTIVE_RATE = 20_000  # what the VF's own adaptive ITR runs at in this synthetic VF

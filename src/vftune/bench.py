@@ -31,17 +31,19 @@ from __future__ import annotations
 import math
 import multiprocessing
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any
 
 from vftune.agent.loop import Agent, AgentConfig
 from vftune.agent.peers import PEERS
-from vftune.agent.policy import ItrDecision, StockMode, VfPolicy, VfSample
-from vftune.agent.tuner import SearchTuner, _same_itr
-from vftune.hostdriver.base import Capabilities
+from vftune.agent.policy import StockMode, VfPolicy
+from vftune.agent.tuner import SearchTuner
+from vftune.itr import same_itr
+from vftune.model import Capabilities, ItrDecision, VfSample
 from vftune.sim.host import SimHost
-from vftune.sim.scenarios import SCENARIOS, build, get_scenario
 from vftune.sim.layout import vf_pci
+from vftune.sim.scenarios import SCENARIOS, build, get_scenario
 from vftune.sim.sweep import OraclePlan, oracle_plan, tunable_vfs
 
 POLICIES: tuple[str, ...] = (
@@ -71,7 +73,7 @@ class OraclePolicy:
     def step(self, sample: VfSample) -> ItrDecision | None:
         phase = self.plan.phase_at(sample.t)
         itr = phase.itrs.get(self.pci)
-        if itr is None or _same_itr(itr, sample.itr):
+        if itr is None or same_itr(itr, sample.itr):
             return None
         return ItrDecision(itr, f"oracle: {itr}/s for phase {phase.label or 0}")
 

@@ -11,8 +11,8 @@ only the CPU time. Pure logic, no dependencies.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Iterable, Sequence
 
 Row = tuple[float, float, float, float]  # (cpu, n_mb, n_kp, n_ki)
 

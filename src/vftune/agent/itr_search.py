@@ -30,10 +30,11 @@ Pure logic: no clock, no I/O. The caller measures what ask() returns and tell()s
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
-from vftune.hostdriver.base import ITR_MAX_RATE, ITR_MIN_RATE, Capabilities, usecs_to_itr
+from vftune.itr import ITR_MAX_RATE, ITR_MIN_RATE, itr_label, usecs_to_itr
+from vftune.model import Capabilities
 
 GOLDEN = (math.sqrt(5.0) - 1.0) / 2.0  # 0.618..., the paper's CutRate
 
@@ -470,7 +471,7 @@ class ItrSearch:
             # incumbent keeps the throughput at a lower CPU cost.
             self._best = self.incumbent
             self.outcome = (
-                f"kept incumbent {_rate_label(self.incumbent)}: {chosen}/s gains only {_pct(gain)} "
+                f"kept incumbent {itr_label(self.incumbent)}: {chosen}/s gains only {_pct(gain)} "
                 + (f"(inside the {self.margin:.0%} noise margin)" if self.cost_margin == self.margin
                    else f"(more interrupts must gain {self.cost_margin:.0%})")
             )
@@ -480,17 +481,13 @@ class ItrSearch:
         else:
             self._best = self.incumbent
             self.outcome = (
-                f"kept incumbent {_rate_label(self.incumbent)}: best probe {chosen}/s "
+                f"kept incumbent {itr_label(self.incumbent)}: best probe {chosen}/s "
                 f"measured {_pct(gain)}"
             )
 
 
 def _pct(x: float) -> str:
     return "new" if math.isinf(x) else f"{x * 100:+.1f}%"
-
-
-def _rate_label(itr: int) -> str:
-    return "adaptive" if itr == 0 else f"{itr}/s"
 
 
 # ---- brackets ---------------------------------------------------------------------------

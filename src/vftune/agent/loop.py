@@ -10,25 +10,18 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
-from vftune.agent.policy import (
-    ItrDecision,
-    ModeDecision,
-    PfController,
-    PfControllerFactory,
-    PfSample,
-    VfPolicy,
-    VfPolicyFactory,
-    VfSample,
-)
 from vftune.agent.costmodel import cliff_inputs
 from vftune.agent.costs import CostTracker
 from vftune.agent.hybrid import cliff_rate
+from vftune.agent.policy import PfController, PfControllerFactory, VfPolicy, VfPolicyFactory
 from vftune.agent.sampling import RateDeriver
-from vftune.hostdriver.base import Applied, Guest, HostDriver, HostError, Inventory
-from vftune.store.db import Decision, Store
+from vftune.hostdriver.base import HostDriver, HostError
+from vftune.model import Applied, Decision, Guest, Inventory, ItrDecision, ModeDecision, PfSample, VfSample
+from vftune.store.db import Store
 
 log = logging.getLogger("vftune.agent")
 

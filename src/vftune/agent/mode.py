@@ -14,8 +14,7 @@ import math
 from dataclasses import dataclass, fields
 
 from vftune.agent.hybrid import HybridSwitch, PacketRateEstimator, cliff_rate
-from vftune.agent.policy import ModeDecision, PfSample
-from vftune.hostdriver.base import Capabilities
+from vftune.model import Capabilities, ModeDecision, PfSample
 
 
 @dataclass(frozen=True)

@@ -19,12 +19,13 @@ counts accumulated since the previous refresh, so stale per-VF counters do not f
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
-from vftune.agent.policy import FixedItr, ItrDecision, Observe, VfPolicy, VfSample
-from vftune.agent.tuner import SearchTuner, WindowMeter, _same_itr
-from vftune.hostdriver.base import Capabilities, quantize_itr
+from vftune.agent.policy import FixedItr, Observe, VfPolicy
+from vftune.agent.tuner import SearchTuner, WindowMeter
+from vftune.itr import quantize_itr, same_itr
+from vftune.model import Capabilities, ItrDecision, VfSample
 
 # ---- the paper, literally ---------------------------------------------------------------
 
@@ -147,12 +148,12 @@ class PaperPolicy:
             best = self.search.best
             assert best is not None
             self.held, self.held_intervals = 0, 0
-            if _same_itr(best, s.itr):
+            if same_itr(best, s.itr):
                 return None
             return ItrDecision(best, f"paper-literal converged: {best}/s after {self.search.probes} probes")
         # Tell the search the rate it asked for; the hardware runs the nearest step.
         self.probe = itr
-        moved = not _same_itr(quantize_itr(itr), s.itr)
+        moved = not same_itr(quantize_itr(itr), s.itr)
         self.meter.start(s.t, self.settle_s if moved else 0.0)
         if moved:
             return ItrDecision(itr, f"paper-literal probe {self.search.probes + 1}: {itr}/s")
@@ -364,7 +365,7 @@ class NetDimPolicy:
         if not self._applied:  # the driver applies the default profile at open
             self._applied = True
             self.dim.profile_applied()
-            if not _same_itr(s.itr, self.itr):
+            if not same_itr(s.itr, self.itr):
                 return ItrDecision(self.itr, f"net_dim: default profile {self.dim.profile_ix} ({self.itr}/s)")
         if not s.fresh:
             return None
@@ -475,7 +476,7 @@ class IxgbeAdaptive:
         acc[2] += s.tx_pps * s.dt
         acc[3] += s.tx_bps * s.dt / 8.0
         acc[4] += s.dt
-        first = not self._started and not _same_itr(s.itr, self.itr)
+        first = not self._started and not same_itr(s.itr, self.itr)
         self._started = True
         if not s.fresh or acc[4] <= 0:
             return ItrDecision(self.itr, f"ixgbe adaptive: start at {self.usecs} us") if first else None
@@ -483,7 +484,7 @@ class IxgbeAdaptive:
         self._acc = [0.0] * 5
         before = self.usecs
         self._replay(rx_pps, rx_Bps, tx_pps, tx_Bps)
-        if self.usecs != before or not _same_itr(s.itr, self.itr):
+        if self.usecs != before or not same_itr(s.itr, self.itr):
             per_irq = (rx_pps + tx_pps) * self._spacing_us(rx_pps + tx_pps) / 1e6
             return ItrDecision(self.itr, f"ixgbe adaptive: {per_irq:.0f} pkts/irq -> {self.usecs} us")
         return None

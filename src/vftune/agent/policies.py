@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from vftune.agent.mode import HybridModeController, ModeOptions
 from vftune.agent.policy import FixedItr, Observe, PfControllerFactory, StockMode, VfPolicyFactory
 from vftune.agent.tuner import SearchTuner
-from vftune.hostdriver.base import Capabilities
+from vftune.model import Capabilities
 
 
 class PolicyError(ValueError):

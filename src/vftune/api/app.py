@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import re
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Callable
+from typing import Any
 
 from fastapi import Depends, FastAPI, Path, Query, Request
 from fastapi.exceptions import RequestValidationError
@@ -18,7 +19,7 @@ from vftune import __version__
 from vftune.agent.loop import Agent, VfState
 from vftune.api import models
 from vftune.api.metrics import AgentCollector
-from vftune.hostdriver.base import VfInfo
+from vftune.model import VfInfo
 from vftune.store.db import Store
 
 PCI_ADDRESS = r"^[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]$"

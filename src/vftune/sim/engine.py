@@ -12,11 +12,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from vftune.itr import frame_bytes, wire_bytes
 from vftune.sim.adaptive import AdaptiveItr
 from vftune.sim.model import VfInput, VfRates, share_port
 from vftune.sim.noise import NoiseStream, NoNoise
 from vftune.sim.pfmode import STOCK_BUDGET, HostRx, HybridSwitch, cliff_pps, host_rx, pf_itr_cap
-from vftune.sim.workload import HostSpec, Idle, frame_bytes, wire_bytes
+from vftune.sim.workload import HostSpec, Idle
 
 COUNTER_REFRESH_S = 2.0  # ixgbe's service task copies VF counters this often
 MISSED_REFRESH_P = 0.02  # the service task is sometimes held off (resets, busy workqueue)

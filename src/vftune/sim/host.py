@@ -20,40 +20,35 @@ from __future__ import annotations
 import threading
 import time
 
-from vftune.hostdriver.base import (
+from vftune.hostdriver.base import HostDriver, WriteJournal
+from vftune.itr import (
     ITR_MAX_RATE,
     ITR_MIN_RATE,
+    MAX_RX_USECS,
+    MAX_VFS_PER_PF,
+    PF_DEVICE_ID_SFP,
+    coalesce_resets_port,
+    quantize_itr,
+)
+from vftune.model import (
     RX_MODES,
     Applied,
     Capabilities,
     Guest,
-    HostDriver,
     Inventory,
     PfCounters,
     PfInfo,
     Snapshot,
     VfCounters,
     VfInfo,
-    WriteJournal,
-    quantize_itr,
 )
 from vftune.sim.engine import COUNTER_REFRESH_S, RESET_BLACKOUT_S, HostSim
-from vftune.sim.layout import PF_DEVICE_ID, PF_DRIVER, pf_name, pf_pci, vf_pci
+from vftune.sim.layout import PF_DRIVER, pf_name, pf_pci, vf_pci
 from vftune.sim.pfmode import HYBRID_DEFAULT_BUDGET
 from vftune.sim.scenarios import build
-from vftune.sim.workload import MAX_VFS_PER_PF
 
 MAX_NAPI_BUDGET = 1024
-MAX_RX_USECS = 1022
 DEFAULT_STEP_S = 0.5
-
-
-def _rsc_off(rx_usecs: int) -> bool:
-    return rx_usecs != 1 and rx_usecs <= 6
-
-
-def _below_10us(rx_usecs: int) -> bool:
-    return rx_usecs != 1 and rx_usecs < 10
 
 
 class SimHost(HostDriver):
@@ -85,7 +80,7 @@ class SimHost(HostDriver):
                        guest=guests[vf.guest] if vf.guest else None)
                 for vf in self.spec.vfs if vf.pf == p
             )
-            pfs.append(PfInfo(pf_name(p), pf_pci(p), PF_DEVICE_ID, PF_DRIVER, len(vfs), MAX_VFS_PER_PF, vfs))
+            pfs.append(PfInfo(pf_name(p), pf_pci(p), PF_DEVICE_ID_SFP, PF_DRIVER, len(vfs), MAX_VFS_PER_PF, vfs))
         return Inventory(tuple(pfs))
 
     def inventory(self) -> Inventory:
@@ -220,7 +215,7 @@ class SimHost(HostDriver):
     def _write_rx_usecs(self, p: int, new: int) -> None:
         state = self.sim.pfs[p]
         old = state.rx_usecs
-        if _rsc_off(old) != _rsc_off(new) or _below_10us(old) != _below_10us(new):
+        if coalesce_resets_port(old, new):
             state.blackout_until = self.sim.t + RESET_BLACKOUT_S
             state.resets += 1
         state.rx_usecs = new

@@ -47,17 +47,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from vftune.itr import LINE_RATE_BPS, MTU, frame_bytes, wire_bytes
 from vftune.sim.costs import GUEST, HOST_VF_IRQ_S
-from vftune.sim.workload import (
-    LINE_RATE_BPS,
-    MTU,
-    Idle,
-    RequestResponse,
-    Stream,
-    Workload,
-    frame_bytes,
-    wire_bytes,
-)
+from vftune.sim.workload import Idle, RequestResponse, Stream, Workload
 
 RING_DESCRIPTORS = 512
 SOFTMIN_K = 8.0

@@ -14,8 +14,8 @@ Naming of Wu & Wang's cases:
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import numpy as np
 

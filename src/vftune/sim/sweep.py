@@ -17,7 +17,7 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 
-from vftune.hostdriver.base import ITR_MAX_RATE, ITR_MIN_RATE, ITR_STEP_US, quantize_itr
+from vftune.itr import ITR_MAX_RATE, ITR_MIN_RATE, ITR_STEP_US, quantize_itr
 from vftune.sim.engine import HostRates, HostSim
 from vftune.sim.layout import vf_pci
 from vftune.sim.scenarios import build, get_scenario

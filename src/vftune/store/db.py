@@ -11,12 +11,11 @@ from __future__ import annotations
 import os
 import sqlite3
 import threading
-from dataclasses import dataclass
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any
 
-from vftune.agent.policy import PfSample, VfSample
-from vftune.hostdriver.base import Inventory
+from vftune.model import Decision, Inventory, PfSample, VfSample
 
 # Each entry upgrades the schema from version i to i + 1. Never edit a released step: append.
 MIGRATIONS: list[str] = [
@@ -71,19 +70,6 @@ SCHEMA_VERSION = len(MIGRATIONS)
 
 class StoreError(Exception):
     """The database cannot be opened or is from a newer vftune."""
-
-
-@dataclass(frozen=True)
-class Decision:
-    t: float
-    target: str
-    setting: str
-    old: Any
-    requested: Any
-    applied: Any
-    ok: bool
-    reason: str
-    error: str | None = None
 
 
 def _text(value: Any) -> str | None:

@@ -12,23 +12,11 @@ import logging
 import os
 import threading
 import time
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any
 
-from vftune.hostdriver.base import (
-    RX_MODES,
-    Applied,
-    Capabilities,
-    HostDriver,
-    HostError,
-    Inventory,
-    PfCounters,
-    Snapshot,
-    VfCounters,
-    WriteJournal,
-    itr_to_usecs,
-    usecs_to_itr,
-)
+from vftune.hostdriver.base import HostDriver, HostError, WriteJournal
 from vftune.hostdriver.linux import patched_attrs as pa
 from vftune.hostdriver.linux.counter_health import CounterHealth
 from vftune.hostdriver.linux.cpu import ProcessCpu, parse_proc_stat
@@ -38,6 +26,8 @@ from vftune.hostdriver.linux.netlink_vfstats import LinkStats, as_source, parse_
 from vftune.hostdriver.linux.proc_interrupts import InterruptCounts, parse_interrupts
 from vftune.hostdriver.linux.sysfs_inventory import PfDevice, SysfsScan, scan
 from vftune.hostdriver.linux.sysfs_io import describe_oserror, read_optional, read_text, write_text
+from vftune.itr import itr_to_usecs, usecs_to_itr
+from vftune.model import RX_MODES, Applied, Capabilities, Inventory, PfCounters, Snapshot, VfCounters
 
 log = logging.getLogger("vftune.linux")
 

@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import os
 import struct
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping, Protocol, Sequence, Union
+from typing import Any, Protocol
 
 from pyroute2.netlink import NLMSG_DONE, NLMSG_ERROR
 from pyroute2.netlink.rtnl import RTM_NEWLINK
@@ -69,7 +70,7 @@ class LinkStats:
     vfs: dict[int, VfStat]  # by VF index; VFs whose driver reports no IFLA_VF_STATS are absent
 
 
-Reply = Union[bytes, bytearray, memoryview, Sequence[Any]]
+Reply = bytes | bytearray | memoryview | Sequence[Any]
 
 
 class LinkSource(Protocol):
