@@ -229,8 +229,7 @@ def run_pair(scenario: str, policy: str, seed: int = 0, duration: float | None =
         t = host.now()
         if any(abs(t - b) < 1e-6 for b in bounds):
             for pci in pcis:
-                live = host.sim.vfs[index[pci]].live
-                marks[pci].append((live[1] + live[3]) * 8.0)
+                marks[pci].append(host.sim.vfs[index[pci]].live.bits)
         for pci in pcis:
             itr = host.vf_itr(pci)
             if itr != last_itr[pci]:
@@ -238,8 +237,8 @@ def run_pair(scenario: str, policy: str, seed: int = 0, duration: float | None =
                 last_itr[pci] = itr
     elapsed = host.now()
     sim = host.sim
-    bits = sum((sim.vfs[i].live[1] + sim.vfs[i].live[3]) * 8.0 for i in tunable)
-    interrupts = sum(sim.vfs[i].live[4] for i in tunable)
+    bits = sum(sim.vfs[i].live.bits for i in tunable)
+    interrupts = sum(sim.vfs[i].live.interrupts for i in tunable)
     background = sum(vm.background_cpu for vm in spec.vms) * elapsed
     network_cpu = sum(sim.guest_cpu.values()) - background + sim.host_irq_cpu
 

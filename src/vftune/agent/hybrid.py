@@ -13,6 +13,9 @@ from typing import Literal
 
 Mode = Literal["de", "napi"]
 
+EPSILON = 0.15  # the paper's hysteresis around the cliff
+NAPI_BUDGET = 2  # the paper's NAPI budget in the hybrid (stock NAPI polls 64)
+
 
 def cliff_rate(r: float, mu: float) -> float:
     """Packet rate (packets/s) where the host saturates: r/2 * (sqrt(1 + 4*mu/r) - 1).
@@ -29,17 +32,21 @@ def cliff_rate(r: float, mu: float) -> float:
 class HybridSwitch:
     """DE below the cliff, NAPI above it, with hysteresis cliff1 = (1-e)*cliff, cliff2 = (1+e)*cliff."""
 
-    def __init__(self, cliff: float, epsilon: float = 0.15) -> None:
-        if not (math.isfinite(cliff) and cliff > 0):
-            raise ValueError(f"cliff must be a packet rate > 0, got {cliff!r}")
+    def __init__(self, cliff: float, epsilon: float = EPSILON) -> None:
         if not 0 <= epsilon < 1:
             raise ValueError(f"epsilon must be in [0, 1), got {epsilon!r}")
-        self.cliff = float(cliff)
         self.epsilon = epsilon
-        self.cliff1 = (1.0 - epsilon) * self.cliff
-        self.cliff2 = (1.0 + epsilon) * self.cliff
+        self.set_cliff(cliff)
         self.mode: Mode = "de"
         self.switches = 0
+
+    def set_cliff(self, cliff: float) -> None:
+        """Move both thresholds to a new cliff; the mode in force and the switch count stay."""
+        if not (math.isfinite(cliff) and cliff > 0):
+            raise ValueError(f"cliff must be a packet rate > 0, got {cliff!r}")
+        self.cliff = float(cliff)
+        self.cliff1 = (1.0 - self.epsilon) * self.cliff
+        self.cliff2 = (1.0 + self.epsilon) * self.cliff
 
     def update(self, rate: float) -> Mode:
         """Feed an estimated packet rate; answer the mode to be in."""

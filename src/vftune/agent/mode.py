@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, fields
 
-from vftune.agent.hybrid import HybridSwitch, PacketRateEstimator, cliff_rate
+from vftune.agent.hybrid import EPSILON, NAPI_BUDGET, HybridSwitch, PacketRateEstimator, cliff_rate
 from vftune.model import Capabilities, ModeDecision, PfSample
 
 
@@ -22,8 +22,8 @@ class ModeOptions:
     cliff_pps: float | None = None  # configured cliff, packets/s
     interrupt_cost_s: float | None = None  # 1/r, with packet_cost_s gives the cliff
     packet_cost_s: float | None = None  # 1/mu
-    epsilon: float = 0.15
-    napi_budget: int = 2
+    epsilon: float = EPSILON
+    napi_budget: int = NAPI_BUDGET
     estimator_shift: int = 1
 
     def __post_init__(self) -> None:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import threading
 import time
 
+from vftune.agent.hybrid import NAPI_BUDGET as HYBRID_DEFAULT_BUDGET
 from vftune.hostdriver.base import HostDriver, WriteJournal
 from vftune.itr import (
     ITR_MAX_RATE,
@@ -44,7 +45,6 @@ from vftune.model import (
 )
 from vftune.sim.engine import COUNTER_REFRESH_S, RESET_BLACKOUT_S, HostSim
 from vftune.sim.layout import PF_DRIVER, pf_name, pf_pci, vf_pci
-from vftune.sim.pfmode import HYBRID_DEFAULT_BUDGET
 from vftune.sim.scenarios import build
 
 MAX_NAPI_BUDGET = 1024
@@ -129,13 +129,14 @@ class SimHost(HostDriver):
             vfs: dict[str, VfCounters] = {}
             for pci, i in self._vf_by_pci.items():
                 state = self.sim.vfs[i]
-                rx_p, rx_b, tx_p, tx_b = (int(v) for v in state.published[:4])
+                seen = state.published
+                rx_p, rx_b, tx_p, tx_b = int(seen.rx_packets), int(seen.rx_bytes), int(seen.tx_packets), int(seen.tx_bytes)
                 counters = (rx_p, rx_b, tx_p, tx_b)
                 previous = self._previous.get(pci)
                 refresh_due = now - state.published_time > COUNTER_REFRESH_S + 1e-6
                 stale = previous == counters and refresh_due and not self.sim.patched_counters
                 self._previous[pci] = counters
-                vfs[pci] = VfCounters(rx_p, rx_b, tx_p, tx_b, interrupts=int(state.live[4]),
+                vfs[pci] = VfCounters(rx_p, rx_b, tx_p, tx_b, interrupts=int(state.live.interrupts),
                                       counters_time=state.published_time, stale=stale)
             pfs = {
                 name: PfCounters(int(pf.rx_packets), int(pf.rx_bytes), current_mode=pf.mode_in_force,
