@@ -7,7 +7,8 @@ import math
 import pytest
 
 from vftune.agent.itr_search import ItrSearch
-from vftune.agent.peers import (
+from vftune.agent.policy import FixedItr, Observe
+from vftune.bench.peers.net_dim import (
     DIM_GOING_LEFT,
     DIM_GOING_RIGHT,
     DIM_PARKING_ON_TOP,
@@ -23,7 +24,6 @@ from vftune.agent.peers import (
     ixgbe_update_itr,
     make_policy,
 )
-from vftune.agent.policy import FixedItr, Observe
 from vftune.itr import ITR_MAX_RATE, ITR_MIN_RATE
 from vftune.model import Capabilities, VfSample
 

@@ -36,9 +36,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from vftune.agent.loop import Agent, AgentConfig
-from vftune.agent.peers import PEERS
 from vftune.agent.policy import StockMode, VfPolicy
 from vftune.agent.tuner import SearchTuner
+from vftune.bench.peers.net_dim import PEERS
 from vftune.itr import same_itr
 from vftune.model import Capabilities, ItrDecision, VfSample
 from vftune.sim.host import SimHost

@@ -1,0 +1,1 @@
+"""The policies vftune is benchmarked against."""
