@@ -8,22 +8,20 @@ import pytest
 
 from vftune.agent.itr_search import ItrSearch
 from vftune.agent.policy import FixedItr, Observe
+from vftune.bench import run
+from vftune.bench.peers.ixgbe import IxgbeAdaptive, _RingContainer, ixgbe_update_itr
 from vftune.bench.peers.net_dim import (
     DIM_GOING_LEFT,
     DIM_GOING_RIGHT,
     DIM_PARKING_ON_TOP,
     DIM_PARKING_TIRED,
-    PEERS,
     DimStats,
-    IxgbeAdaptive,
     NetDim,
     NetDimPolicy,
-    PaperSearch,
-    _RingContainer,
     _significant,
-    ixgbe_update_itr,
-    make_policy,
 )
+from vftune.bench.peers.paper import PaperSearch
+from vftune.bench.registry import FACTORIES, ORACLE, POLICIES
 from vftune.itr import ITR_MAX_RATE, ITR_MIN_RATE
 from vftune.model import Capabilities, VfSample
 
@@ -165,12 +163,13 @@ def test_ixgbe_adaptive_settles_to_latency_at_low_rate_and_moderates_bulk():
 # ---- registry -------------------------------------------------------------------------
 
 
-def test_registry_builds_every_peer_and_names_unknown_ones():
-    for name in PEERS:
-        pol = make_policy(name, "0000:03:10.0", CAPS)
+def test_registry_builds_every_policy_and_names_unknown_ones():
+    assert (*FACTORIES, ORACLE) == POLICIES
+    for factory in FACTORIES.values():
+        pol = factory("0000:03:10.0", CAPS)
         assert hasattr(pol, "step")
-    assert isinstance(make_policy("default", "x", CAPS), Observe)
-    fixed = make_policy("fixed-8000", "x", CAPS)
+    assert isinstance(FACTORIES["default"]("x", CAPS), Observe)
+    fixed = FACTORIES["fixed-8000"]("x", CAPS)
     assert isinstance(fixed, FixedItr) and fixed.itr == 8000
     with pytest.raises(ValueError, match="unknown policy 'dim'"):
-        make_policy("dim", "x", CAPS)
+        run(["paper-1vm"], ["dim"])
