@@ -10,8 +10,11 @@ from __future__ import annotations
 import abc
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Generic, TypeVar
 
 from vftune.model import Applied, Capabilities, Inventory, Snapshot
+
+Entry = TypeVar("Entry")
 
 
 class HostError(Exception):
@@ -66,17 +69,21 @@ class HostDriver(abc.ABC):
 
 
 @dataclass
-class WriteJournal:
-    """Old values of everything written, so restore() can undo them exactly once."""
+class WriteJournal(Generic[Entry]):
+    """Old values of everything written, so restore() can undo them exactly once.
 
-    entries: dict[tuple[str, str], object] = field(default_factory=dict)
+    Each backend journals its own small entry types (frozen dataclasses holding what it needs
+    to put one setting back); the first entry per (target, setting) is kept: that is what the
+    host had before vftune touched it.
+    """
 
-    def remember(self, target: str, setting: str, old: object) -> None:
-        # Keep the first old value: that is what the host had before we touched it.
-        self.entries.setdefault((target, setting), old)
+    entries: dict[tuple[str, str], Entry] = field(default_factory=dict)
 
-    def drain(self) -> list[tuple[str, str, object]]:
-        items = [(t, s, old) for (t, s), old in reversed(list(self.entries.items()))]
+    def remember(self, target: str, setting: str, entry: Entry) -> None:
+        self.entries.setdefault((target, setting), entry)
+
+    def drain(self) -> list[Entry]:
+        """Every entry, newest first; the journal is empty afterwards."""
+        items = list(reversed(self.entries.values()))
         self.entries.clear()
         return items
-

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import threading
 import time
+from dataclasses import dataclass
 
 from vftune.agent.hybrid import NAPI_BUDGET as HYBRID_DEFAULT_BUDGET
 from vftune.hostdriver.base import HostDriver, WriteJournal
@@ -51,6 +52,30 @@ MAX_NAPI_BUDGET = 1024
 DEFAULT_STEP_S = 0.5
 
 
+# What restore() needs to put one setting back, as first written.
+@dataclass(frozen=True)
+class ItrWrite:
+    vf: str
+    itr_request: int  # 0 = the guest's adaptive ITR
+
+
+@dataclass(frozen=True)
+class RxModeWrite:
+    pf: str
+    rx_mode: str
+    napi_budget: int
+    cliff_pps: float | None
+
+
+@dataclass(frozen=True)
+class RxUsecsWrite:
+    pf: str
+    rx_usecs: int
+
+
+SimWrite = ItrWrite | RxModeWrite | RxUsecsWrite
+
+
 class SimHost(HostDriver):
     name = "sim"
 
@@ -63,7 +88,7 @@ class SimHost(HostDriver):
         self.sim = HostSim(self.spec, seed, step=step, patched_counters=patched_counters)
         self._stop = stop_event if stop_event is not None else threading.Event()
         self._lock = threading.RLock()
-        self._journal = WriteJournal()
+        self._journal: WriteJournal[SimWrite] = WriteJournal()
         self._pf_names = [pf_name(p) for p in range(self.spec.num_pfs)]
         self._vf_by_pci = {vf_pci(vf.pf, vf.index): i for i, vf in enumerate(self.spec.vfs)}
         self._previous: dict[str, tuple[int, int, int, int]] = {}
@@ -162,7 +187,7 @@ class SimHost(HostDriver):
             if itr != 0 and not ITR_MIN_RATE <= itr <= ITR_MAX_RATE:
                 return Applied(vf_pci, "itr", itr, old, old, ok=False,
                                error=f"{vf_pci}: ITR {itr} outside {ITR_MIN_RATE}..{ITR_MAX_RATE} interrupts/s (0 = adaptive)")
-            self._journal.remember(vf_pci, "itr", old)
+            self._journal.remember(vf_pci, "itr", ItrWrite(vf_pci, old))
             state.itr_request = quantize_itr(itr) if itr else 0
             return Applied(vf_pci, "itr", itr, old, state.itr_request)
 
@@ -186,7 +211,7 @@ class SimHost(HostDriver):
             if cliff_pps is not None and not 1 <= cliff_pps <= 1e8:
                 return Applied(pf, "rx_mode", mode, old, old, ok=False,
                                error=f"{pf}: cliff {cliff_pps} packets/s outside 1..100000000")
-            self._journal.remember(pf, "rx_mode", (old, state.napi_budget, state.cliff_pps))
+            self._journal.remember(pf, "rx_mode", RxModeWrite(pf, old, state.napi_budget, state.cliff_pps))
             if cliff_pps is not None:
                 state.cliff_pps = float(cliff_pps)  # the simulated driver keeps its epsilon (0.15)
             if napi_budget is None and mode == "hybrid" and old != "hybrid":
@@ -209,7 +234,7 @@ class SimHost(HostDriver):
                 return Applied(pf, "rx_usecs", rx_usecs, old, old, ok=False,
                                error=f"{pf}: rx-usecs {rx_usecs} outside 0..{MAX_RX_USECS}")
             new = rx_usecs if rx_usecs <= 1 else rx_usecs - rx_usecs % 2  # 2 us steps
-            self._journal.remember(pf, "rx_usecs", old)
+            self._journal.remember(pf, "rx_usecs", RxUsecsWrite(pf, old))
             self._write_rx_usecs(p, new)
             return Applied(pf, "rx_usecs", rx_usecs, old, new)
 
@@ -228,26 +253,24 @@ class SimHost(HostDriver):
     def restore(self) -> list[Applied]:
         restored: list[Applied] = []
         with self._lock:
-            for target, setting, old in self._journal.drain():
-                if setting == "itr":
-                    state = self.sim.vfs[self._vf_by_pci[target]]
-                    was = state.itr_request
-                    state.itr_request = int(old)  # type: ignore[call-overload]
-                    restored.append(Applied(target, setting, old, was, state.itr_request))
-                elif setting == "rx_mode":
-                    state_pf = self.sim.pfs[self._pf_names.index(target)]
-                    mode, budget, cliff = old  # type: ignore[misc]
-                    was = state_pf.rx_mode
-                    state_pf.rx_mode, state_pf.napi_budget, state_pf.cliff_pps = mode, budget, cliff
-                    if mode != "hybrid":
-                        state_pf.mode_in_force = mode
-                    restored.append(Applied(target, setting, mode, was, mode))
+            for entry in self._journal.drain():
+                if isinstance(entry, ItrWrite):
+                    vf = self.sim.vfs[self._vf_by_pci[entry.vf]]
+                    was = vf.itr_request
+                    vf.itr_request = entry.itr_request
+                    restored.append(Applied(entry.vf, "itr", entry.itr_request, was, vf.itr_request))
+                elif isinstance(entry, RxModeWrite):
+                    pf = self.sim.pfs[self._pf_names.index(entry.pf)]
+                    was_mode = pf.rx_mode
+                    pf.rx_mode, pf.napi_budget, pf.cliff_pps = entry.rx_mode, entry.napi_budget, entry.cliff_pps
+                    if entry.rx_mode != "hybrid":
+                        pf.mode_in_force = entry.rx_mode
+                    restored.append(Applied(entry.pf, "rx_mode", entry.rx_mode, was_mode, entry.rx_mode))
                 else:
-                    p = self._pf_names.index(target)
+                    p = self._pf_names.index(entry.pf)
                     was = self.sim.pfs[p].rx_usecs
-                    self._write_rx_usecs(p, int(old))  # type: ignore[call-overload]
-                    state_pf = self.sim.pfs[p]
-                    restored.append(Applied(target, setting, old, was, state_pf.rx_usecs))
+                    self._write_rx_usecs(p, entry.rx_usecs)
+                    restored.append(Applied(entry.pf, "rx_usecs", entry.rx_usecs, was, self.sim.pfs[p].rx_usecs))
         return restored
 
     def close(self) -> None:

@@ -27,7 +27,7 @@ from vftune.hostdriver.linux.proc_interrupts import InterruptCounts, parse_inter
 from vftune.hostdriver.linux.sysfs_inventory import PfDevice, SysfsScan, scan
 from vftune.hostdriver.linux.sysfs_io import describe_oserror, read_optional, read_text, write_text
 from vftune.itr import itr_to_usecs, usecs_to_itr
-from vftune.model import RX_MODES, Applied, Capabilities, Inventory, PfCounters, Snapshot, VfCounters
+from vftune.model import RX_MODES, Applied, Capabilities, Inventory, PfCounters, SettingValue, Snapshot, VfCounters
 
 log = logging.getLogger("vftune.linux")
 
@@ -38,6 +38,37 @@ STOCK_NAPI_DEFER = 2
 STOCK_NAPI_GRO_FLUSH_NS = 200_000
 PATCHED_REFRESH_S = 0.01  # patched PF: one hardware read per VF per 10 ms
 STOCK_REFRESH_S = 2.0  # stock ixgbe service task
+
+
+# What restore() needs to put one write back, as first written.
+@dataclasses.dataclass(frozen=True)
+class SysfsWrite:
+    path: str
+    old: str
+
+
+@dataclasses.dataclass(frozen=True)
+class VfItrWrite:
+    path: str  # the patched PF's per-VF itr_usecs
+    old_request: str
+    ran_usecs: int  # what the VF reported applying before vftune's first request
+
+
+@dataclasses.dataclass(frozen=True)
+class RxUsecsWrite:
+    ifname: str
+    old: int
+
+
+@dataclasses.dataclass(frozen=True)
+class GuestAgentWrite:
+    vf: str
+    guest: str
+    ifname: str  # the VF's interface inside the guest
+    usecs: int  # what restore() asks the guest for
+
+
+LinuxWrite = SysfsWrite | VfItrWrite | RxUsecsWrite | GuestAgentWrite
 
 
 class LinuxHost(HostDriver):
@@ -70,7 +101,7 @@ class LinuxHost(HostDriver):
         self._clock = clock
         self._sleeper = sleeper
         self._libvirt_wait_s = libvirt_wait_s
-        self._journal = WriteJournal()
+        self._journal: WriteJournal[LinuxWrite] = WriteJournal()
         self._cpu = ProcessCpu(self.procfs_root)
         self._scan: SysfsScan | None = None
         self._health: CounterHealth | None = None
@@ -222,10 +253,10 @@ class LinuxHost(HostDriver):
 
         vfs: dict[str, VfCounters] = {}
         for pci, vf in sysfs.vf_devices.items():
-            link = links.get(vf.pf)
-            if link is None:
+            pf_link = links.get(vf.pf)
+            if pf_link is None:
                 continue
-            stat = link.vfs.get(vf.index)
+            stat = pf_link.vfs.get(vf.index)
             if stat is None:
                 errors.append(f"{vf.pf} VF {vf.index} ({pci}): not in the PF's netlink VF list (VF removed?)")
                 continue
@@ -271,11 +302,11 @@ class LinuxHost(HostDriver):
         """Write, journal the first old value, read back. Returns (old, now)."""
         old = read_text(path)
         write_text(path, str(value))
-        self._journal.remember(str(path), "sysfs", old)
+        self._journal.remember(str(path), "sysfs", SysfsWrite(str(path), old))
         return old, read_text(path)
 
     @staticmethod
-    def _failed(target: str, setting: str, requested: object, error: str, old: object = None) -> Applied:
+    def _failed(target: str, setting: str, requested: SettingValue, error: str, old: SettingValue = None) -> Applied:
         log.warning("%s %s=%s failed: %s", target, setting, requested, error)
         return Applied(target, setting, requested, old, None, ok=False, error=error)
 
@@ -301,7 +332,7 @@ class LinuxHost(HostDriver):
             # because writing the old "0" back only withdraws a request (vfdriver-patches/README.md).
             ran = read_text(pa.vf_itr_applied_usecs(dev.device_dir, vf.index))
             write_text(itr_path, str(usecs))
-            self._journal.remember(str(itr_path), "vf_itr", (old, int(ran) if ran.isdigit() else 0))
+            self._journal.remember(str(itr_path), "vf_itr", VfItrWrite(str(itr_path), old, int(ran) if ran.isdigit() else 0))
             now = read_text(itr_path)
         except HostError as exc:
             return self._failed(vf_pci, "itr", itr, str(exc))
@@ -331,7 +362,7 @@ class LinuxHost(HostDriver):
         except HostError as exc:
             return self._failed(vf_pci, "itr", itr, str(exc))
         # ixgbevf's default is adaptive (1); that is what restore() puts back.
-        self._journal.remember(vf_pci, "guest_agent", (guest.name, ifname, pa.ITR_ADAPTIVE))
+        self._journal.remember(vf_pci, "guest_agent", GuestAgentWrite(vf_pci, guest.name, ifname, pa.ITR_ADAPTIVE))
         return Applied(vf_pci, "itr", itr, None, usecs_to_itr(usecs))
 
     def set_pf_rx_mode(self, pf: str, mode: str, napi_budget: int | None = None,
@@ -388,33 +419,32 @@ class LinuxHost(HostDriver):
         except HostError as exc:
             return self._failed(ifname, "rx_usecs", rx_usecs, str(exc))
         if remember:
-            self._journal.remember(ifname, "rx_usecs", old)
+            self._journal.remember(ifname, "rx_usecs", RxUsecsWrite(ifname, old))
         return Applied(ifname, "rx_usecs", rx_usecs, old, now)
 
     # -- restore ----------------------------------------------------------------------------
 
     def restore(self) -> list[Applied]:
         results: list[Applied] = []
-        for target, setting, old in self._journal.drain():
-            if setting == "sysfs":
-                path = Path(target)
+        for entry in self._journal.drain():
+            if isinstance(entry, SysfsWrite):
+                path = Path(entry.path)
                 try:
                     before = read_text(path)
-                    write_text(path, str(old))
-                    results.append(Applied(target, path.name, old, before, read_text(path)))
+                    write_text(path, entry.old)
+                    results.append(Applied(entry.path, path.name, entry.old, before, read_text(path)))
                 except HostError as exc:
-                    results.append(self._failed(target, path.name, old, str(exc)))
-            elif setting == "vf_itr":
-                results.append(self._restore_vf_itr(Path(target), *old))  # type: ignore[misc]
-            elif setting == "rx_usecs":
-                results.append(self._set_coalesce(target, int(old), remember=False))  # type: ignore[call-overload]
-            elif setting == "guest_agent" and self._guests is not None:
-                guest, ifname, usecs = old  # type: ignore[misc]
+                    results.append(self._failed(entry.path, path.name, entry.old, str(exc)))
+            elif isinstance(entry, VfItrWrite):
+                results.append(self._restore_vf_itr(Path(entry.path), entry.old_request, entry.ran_usecs))
+            elif isinstance(entry, RxUsecsWrite):
+                results.append(self._set_coalesce(entry.ifname, entry.old, remember=False))
+            elif self._guests is not None:
                 try:
-                    self._guests.agent_set_rx_usecs(guest, ifname, usecs)
-                    results.append(Applied(target, "itr", 0, None, 0))
+                    self._guests.agent_set_rx_usecs(entry.guest, entry.ifname, entry.usecs)
+                    results.append(Applied(entry.vf, "itr", 0, None, 0))
                 except HostError as exc:
-                    results.append(self._failed(target, "itr", 0, str(exc)))
+                    results.append(self._failed(entry.vf, "itr", 0, str(exc)))
         return results
 
     def _restore_vf_itr(self, path: Path, old_request: str, ran_usecs: int) -> Applied:
