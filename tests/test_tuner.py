@@ -309,7 +309,7 @@ def test_periodic_searches_on_a_saturated_port_look_only_for_a_cheaper_rate():
     shared.run(tuner, 200)
     restarts = [d.reason for _, d in shared.decisions if "intervals since convergence" in d.reason]
     assert restarts
-    held = tuner.convergences[0]["best"]
+    held = tuner.convergences[0].best
     searched = restarts[0].split("searching ")[1].split("/s")[0]
     low, high = (int(x) for x in searched.split(".."))
     assert low < held and high == pytest.approx(held, rel=0.05)

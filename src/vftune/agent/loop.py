@@ -20,7 +20,17 @@ from vftune.agent.hybrid import cliff_rate
 from vftune.agent.policy import PfController, PfControllerFactory, VfPolicy, VfPolicyFactory
 from vftune.agent.sampling import RateDeriver
 from vftune.hostdriver.base import HostDriver, HostError
-from vftune.model import Applied, Decision, Guest, Inventory, ItrDecision, ModeDecision, PfSample, VfSample
+from vftune.model import (
+    Applied,
+    Decision,
+    Guest,
+    Inventory,
+    ItrDecision,
+    ModeDecision,
+    PfSample,
+    SettingValue,
+    VfSample,
+)
 from vftune.store.db import Store
 
 log = logging.getLogger("vftune.agent")
@@ -234,7 +244,7 @@ class Agent:
                          decision.reason, applied.error)]
 
     @staticmethod
-    def _call(write: Callable[[], Applied], target: str, setting: str, requested: object) -> Applied:
+    def _call(write: Callable[[], Applied], target: str, setting: str, requested: SettingValue) -> Applied:
         try:
             return write()
         except HostError as exc:

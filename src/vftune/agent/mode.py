@@ -84,8 +84,11 @@ class HybridModeController:
             return self._push_thresholds()
         if rate is None:
             return None
-        if self.switch.mode != sample.mode and sample.mode in ("de", "napi"):
-            self.switch.mode = sample.mode  # someone else moved it; follow the host
+        # Someone else may have moved the PF: follow the host.
+        if sample.mode == "de":
+            self.switch.mode = "de"
+        elif sample.mode == "napi":
+            self.switch.mode = "napi"
         before = self.switch.mode
         mode = self.switch.update(rate)
         if mode == before and mode == sample.mode:

@@ -158,7 +158,7 @@ class WindowMeter:
         else:
             self._interrupts += s.interrupts
         if s.fresh and s.t - self._origin >= self.window_s - _EPS:
-            port = self._port or [None, None, None]
+            port: list[float | None] = list(self._port) if self._port else [None, None, None]
             w = Window(self._origin, s.t, self._bits, self._packets, self._interrupts, s.itr,
                        self._rx_bits, port[0], port[1], port[2])
             self._origin = s.t
@@ -246,6 +246,16 @@ def _rel_change(now: float, ref: float) -> float:
 
 
 @dataclass
+class Convergence:
+    """One search that ended: when, when it started, how many measurements, and the rate kept."""
+
+    t: float
+    started: float | None
+    probes: int
+    best: int
+
+
+@dataclass(frozen=True)
 class _Event:
     t: float
     text: str
@@ -259,7 +269,7 @@ class SearchTuner:
 
     name = "vftune"
 
-    def __init__(self, pci: str, caps: Capabilities, options: TunerOptions | dict | None = None) -> None:
+    def __init__(self, pci: str, caps: Capabilities, options: TunerOptions | dict[str, object] | None = None) -> None:
         self.pci = pci
         self.caps = caps
         self.options = options if isinstance(options, TunerOptions) else TunerOptions.from_mapping(options)
@@ -278,7 +288,7 @@ class SearchTuner:
         self.restarts: dict[str, int] = {"periodic": 0, "load": 0, "in_search": 0}
         self.last_event: str | None = None
         self.events: list[_Event] = []
-        self.convergences: list[dict[str, object]] = []
+        self.convergences: list[Convergence] = []
         self._misses = 0
         self._search_windows: dict[int, list[Window]] = {}
         self._baseline: Window | None = None
@@ -573,9 +583,7 @@ class SearchTuner:
         if self._capped_windows:
             text += (f"; port saturated: judged on the VF's share of the port in {self._capped_windows} of "
                      f"{self._judged_windows} windows")
-        self.convergences.append(
-            {"t": s.t, "started": self._search_started_t, "probes": self.search.probes, "best": best}
-        )
+        self.convergences.append(Convergence(s.t, self._search_started_t, self.search.probes, best))
         self.phase = HOLDING
         self.held_itr = best
         self.probe_itr = None

@@ -164,7 +164,7 @@ def tuner_figures(made: dict[str, Recording], segments: list[tuple[float, float]
             # change to the convergence the VF then held (a search restarted on the way keeps
             # counting, and so does one that was running when the phase changed).
             settled_from = start if i == 0 else start + st.at - 1e-6
-            done = next((float(c["t"]) for c in tuner.convergences if settled_from <= float(c["t"]) < end), None)
+            done = next((c.t for c in tuner.convergences if settled_from <= c.t < end), None)
             if done is None:
                 continue
             probes = sum(1 for t in rec.told if start <= t <= done)

@@ -106,6 +106,8 @@ class HostSim:
         self.t = 0.0
         self.vfs = [SimVf() for _ in spec.vfs]
         self.pfs = [SimPf() for _ in range(spec.num_pfs)]
+        self.vf_noise: list[NoiseStream] | list[NoNoise]
+        self.pf_noise: list[NoiseStream] | list[NoNoise]
         if noise:
             self.vf_noise = [NoiseStream(seed, i, spec.noise_sigma, spec.burst_gain) for i in range(len(spec.vfs))]
             self.pf_noise = [NoiseStream(seed, PF_NOISE_STREAM + p, spec.noise_sigma, spec.burst_gain)

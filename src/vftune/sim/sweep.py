@@ -10,6 +10,8 @@ background load excluded).
 
 from __future__ import annotations
 
+from typing import Any
+
 from vftune.itr import ITR_MAX_RATE, ITR_MIN_RATE, ITR_STEP_US, quantize_itr
 from vftune.sim.engine import HostRates, HostSim
 from vftune.sim.scenarios import build
@@ -50,13 +52,13 @@ def _network_cpu(rates: HostRates, indexes: list[int]) -> float:
     return sum(rates.vfs[i].guest_cpu for i in indexes) + rates.host_kernel_cpu
 
 
-def best_point(points: list[dict], tolerance: float = TIE_TOLERANCE) -> int:
+def best_point(points: list[dict[str, Any]], tolerance: float = TIE_TOLERANCE) -> int:
     """The lowest ITR whose throughput is within `tolerance` of the best."""
     top = max(p["throughput_bps"] for p in points)
-    return min(p["itr"] for p in points if p["throughput_bps"] >= top * (1.0 - tolerance))
+    return int(min(p["itr"] for p in points if p["throughput_bps"] >= top * (1.0 - tolerance)))
 
 
-def sweep(scenario: str, itrs: list[int] | None = None, seed: int = 0, t: float = 0.0) -> dict:
+def sweep(scenario: str, itrs: list[int] | None = None, seed: int = 0, t: float = 0.0) -> dict[str, Any]:
     """The host's steady state with every tunable VF fixed at each ITR of the grid.
 
     Returns {"scenario", "points": [{"itr", "throughput_bps", "cpu", "interrupts_per_s"}],

@@ -102,7 +102,7 @@ class Store:
 
     @property
     def schema_version(self) -> int:
-        return self._db.execute("PRAGMA user_version").fetchone()[0]
+        return int(self._db.execute("PRAGMA user_version").fetchone()[0])
 
     def close(self) -> None:
         with self._lock:
@@ -232,7 +232,8 @@ class Store:
     def decisions(
         self, target: str | None, since: float, until: float, limit: int
     ) -> list[dict[str, Any]]:
-        where, args = "t >= ? AND t <= ?", [since, until]
+        where = "t >= ? AND t <= ?"
+        args: list[float | str] = [since, until]
         if target is not None:
             where += " AND target = ?"
             args.append(target)
@@ -250,7 +251,7 @@ class Store:
     def count(self, table: str) -> int:
         if table not in {"samples", "pf_samples", "decisions", "vfs", "pfs", "runs", "cost_fits", "guest_events"}:
             raise ValueError(f"unknown table {table!r}")
-        return self._rows(f"SELECT COUNT(*) AS n FROM {table}")[0]["n"]
+        return int(self._rows(f"SELECT COUNT(*) AS n FROM {table}")[0]["n"])
 
 
 def check_writable(path: str | os.PathLike[str]) -> str | None:

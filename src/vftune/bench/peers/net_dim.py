@@ -98,7 +98,9 @@ class NetDim:
             return None
         npkts = _bit_gap(32, end.pkt_ctr, start.pkt_ctr)
         nbytes = _bit_gap(32, end.byte_ctr, start.byte_ctr)
-        ceil = lambda n, d: -(-n // d)  # noqa: E731  DIV_ROUND_UP
+        def ceil(n: int, d: int) -> int:  # DIV_ROUND_UP
+            return -(-n // d)
+
         return DimStats(
             ppms=ceil(npkts * 1000, delta_us),
             bpms=ceil(nbytes * 1000, delta_us),

@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import Any, cast
 
 from vftune.hostdriver.base import HostError
 from vftune.model import Guest
@@ -35,7 +35,7 @@ def import_libvirt() -> ModuleType:
         raise HostError(MISSING_LIBVIRT) from None
     # libvirt prints every error to stderr by default; ours are logged once, with context.
     libvirt.registerErrorHandler(lambda _ctx, _err: None, None)
-    return libvirt
+    return cast(ModuleType, libvirt)
 
 
 def hostdev_addresses(domain_xml: str) -> list[str]:

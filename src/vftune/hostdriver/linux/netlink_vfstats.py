@@ -17,7 +17,7 @@ import os
 import struct
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 from pyroute2.netlink import NLMSG_DONE, NLMSG_ERROR
 from pyroute2.netlink.rtnl import RTM_NEWLINK
@@ -99,7 +99,8 @@ class IPRouteSource:
 
             self._ipr = IPRoute()
         try:
-            return self._ipr.link("get", ifname=ifname, ext_mask=RTEXT_FILTER_VF)
+            reply: Reply = self._ipr.link("get", ifname=ifname, ext_mask=RTEXT_FILTER_VF)
+            return reply
         except NetlinkError as exc:
             raise _netlink_failure(ifname, exc.code) from None
         except OSError as exc:
@@ -134,7 +135,7 @@ def as_source(netlink: Any) -> LinkSource:
     if netlink is None:
         return IPRouteSource()
     if hasattr(netlink, "link_reply"):
-        return netlink
+        return cast(LinkSource, netlink)
     if hasattr(netlink, "link"):
         return IPRouteSource(netlink)
     raise TypeError(f"netlink source must have link_reply() or be an IPRoute, got {type(netlink).__name__}")
