@@ -6,6 +6,7 @@ import pytest
 
 from vftune.agent.loop import Agent, AgentConfig
 from vftune.agent.policies import PolicyError, pf_controller, vf_policy
+from vftune.agent.policy import VfPolicy
 from vftune.itr import quantize_itr
 from vftune.model import ItrDecision, VfSample
 from vftune.sim.host import SimHost
@@ -52,7 +53,7 @@ def test_search_tunes_records_fits_costs_and_restores(tmp_path):
     assert len(store.decisions(None, 0, 1e12, 10_000)) >= len(probes) + len(tuned)
 
 
-class _OutOfRange:
+class _OutOfRange(VfPolicy):
     name = "bad"
 
     def step(self, sample: VfSample) -> ItrDecision | None:

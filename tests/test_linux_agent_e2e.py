@@ -14,7 +14,7 @@ import hosttree
 from linux_host import ManualClock, make_host
 
 from vftune.agent.loop import Agent, AgentConfig
-from vftune.agent.policy import FixedItr
+from vftune.agent.policy import FixedItr, PfController
 from vftune.model import (
     Capabilities,
     ModeDecision,
@@ -26,7 +26,7 @@ pytest.importorskip("libvirt")
 TICKS = 5
 
 
-class DeOnceThenHybrid:
+class DeOnceThenHybrid(PfController):
     """PF controller for the test: DE with poll limit 8 on the first sample, hybrid on the third."""
 
     name = "test-de-hybrid"

@@ -181,13 +181,11 @@ class Agent:
                 st = self.vfs.get(s.pci)
                 if st is not None:
                     st.sample = s
-                    state = getattr(self._policies[s.pci], "state", None)
-                    st.policy_state = state() if callable(state) else {}
+                    st.policy_state = self._policies[s.pci].state()
             for p in pf_samples:
                 if p.pf in self.pfs:
                     self.pfs[p.pf].sample = p
-                    state = getattr(self._controllers[p.pf], "state", None)
-                    self.pfs[p.pf].controller_state = state() if callable(state) else {}
+                    self.pfs[p.pf].controller_state = self._controllers[p.pf].state()
             self.ticks += 1
             self.last_tick_wall = time.time()
         self.costs.add(vf_samples, self._guest_of)
@@ -207,8 +205,7 @@ class Agent:
         # A PF controller with no configured cliff takes it from the host's measured costs.
         for p in pf_samples:
             ctl = self._controllers.get(p.pf)
-            set_cliff = getattr(ctl, "set_cliff", None)
-            if set_cliff is None or getattr(ctl, "cliff_source", None) not in (None, "cost model"):
+            if ctl is None or not ctl.takes_measured_cliff():
                 continue
             packet_bytes = p.rx_bps / 8 / p.rx_pps if p.rx_pps > 0 else 1500.0
             try:
@@ -216,7 +213,7 @@ class Agent:
             except ValueError as exc:
                 log.info("%s: no cliff from the cost model: %s", p.pf, exc)
                 continue
-            set_cliff(cliff_rate(r, mu), "cost model")
+            ctl.set_cliff(cliff_rate(r, mu), "cost model")
 
     def _apply_itr(self, pci: str, decision: ItrDecision, t: float) -> Decision:
         applied = self._call(lambda: self.host.set_vf_itr(pci, decision.itr), pci, "itr", decision.itr)

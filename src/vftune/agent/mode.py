@@ -14,6 +14,7 @@ import math
 from dataclasses import dataclass, fields
 
 from vftune.agent.hybrid import EPSILON, NAPI_BUDGET, HybridSwitch, PacketRateEstimator, cliff_rate
+from vftune.agent.policy import PfController
 from vftune.model import Capabilities, ModeDecision, PfSample
 
 
@@ -37,7 +38,7 @@ class ModeOptions:
             raise ValueError("mode options interrupt_cost_s and packet_cost_s go together; give both or neither")
 
 
-class HybridModeController:
+class HybridModeController(PfController):
     name = "hybrid"
 
     def __init__(self, pf: str, caps: Capabilities, options: ModeOptions | None = None) -> None:
@@ -68,6 +69,10 @@ class HybridModeController:
         self.switch = HybridSwitch(cliff_pps, self.options.epsilon)
         self.switch.mode = mode
         self.cliff_source = source
+
+    def takes_measured_cliff(self) -> bool:
+        """A configured (or calibrated) cliff wins over the cost model's estimate."""
+        return self.cliff_source in (None, "cost model")
 
     def step(self, sample: PfSample) -> ModeDecision | None:
         if sample.pf != self.pf:

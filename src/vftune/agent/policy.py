@@ -14,22 +14,43 @@ from vftune.model import Capabilities, ItrDecision, ModeDecision, PfSample, VfSa
 
 
 class VfPolicy(Protocol):
+    """Decides one VF's ITR. Classes that subclass it explicitly inherit the default state()."""
+
     name: str
 
     def step(self, sample: VfSample) -> ItrDecision | None: ...
 
+    def state(self) -> dict[str, object]:
+        """What the API shows of the policy's progress (JSON-able); {} when there is nothing."""
+        return {}
+
 
 class PfController(Protocol):
+    """Decides one PF's rx mode. Subclass it explicitly to inherit the defaults."""
+
     name: str
 
     def step(self, sample: PfSample) -> ModeDecision | None: ...
+
+    def state(self) -> dict[str, object]:
+        """What the API shows of the controller's progress (JSON-able)."""
+        return {}
+
+    def takes_measured_cliff(self) -> bool:
+        """Whether a cliff from the host's measured costs is wanted (none configured). Default: no."""
+        return False
+
+    def set_cliff(self, cliff_pps: float, source: str) -> None:
+        """(Re)set the saturation packet rate the controller switches around; `source` says where
+        it came from (configured, measured costs, cost model). Default: not used."""
+        return None
 
 
 VfPolicyFactory = Callable[[str, Capabilities], VfPolicy]
 PfControllerFactory = Callable[[str, Capabilities], PfController]
 
 
-class FixedItr:
+class FixedItr(VfPolicy):
     """Sets one ITR once and keeps it: the simplest policy, and the fixed-ITR peers."""
 
     def __init__(self, itr: int) -> None:
@@ -43,7 +64,7 @@ class FixedItr:
         return None
 
 
-class Observe:
+class Observe(VfPolicy):
     """Changes nothing: the VF keeps whatever it runs (the guest's adaptive ITR by default)."""
 
     name = "observe"
@@ -52,7 +73,7 @@ class Observe:
         return None
 
 
-class StockMode:
+class StockMode(PfController):
     """Leaves the PF in stock NAPI."""
 
     name = "stock"

@@ -49,6 +49,7 @@ import math
 from dataclasses import dataclass, fields
 
 from vftune.agent.itr_search import ItrSearch, bracket_from_capabilities
+from vftune.agent.policy import VfPolicy
 from vftune.itr import itr_label, quantize_itr, same_itr
 from vftune.model import Capabilities, ItrDecision, VfSample
 
@@ -264,7 +265,7 @@ class _Event:
 IDLE, PROBING, HOLDING = "idle", "probing", "holding"
 
 
-class SearchTuner:
+class SearchTuner(VfPolicy):
     """Golden-section ITR tuning for one VF, with restarts and change detection."""
 
     name = "vftune"

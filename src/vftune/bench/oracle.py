@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 
+from vftune.agent.policy import VfPolicy
 from vftune.itr import same_itr
 from vftune.model import ItrDecision, VfSample
 from vftune.sim.engine import HostSim
@@ -99,7 +100,7 @@ def oracle_itr(scenario: str, seed: int, vf_pci: str, t: float) -> int:
     return itrs[vf_pci]
 
 
-class OraclePolicy:
+class OraclePolicy(VfPolicy):
     """Sets the oracle's ITR for the phase in force: the best fixed ITR, known in advance."""
 
     name = "oracle"  # registry.ORACLE

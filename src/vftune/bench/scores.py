@@ -36,7 +36,7 @@ IDLE_BPS = 1e6  # below this average a VF is idle in a phase
 HOLD_S = 60.0  # an ITR that stays put this long has settled
 
 
-class Recording:
+class Recording(VfPolicy):
     """Passes samples to the policy under test and remembers its decisions (reason included)."""
 
     def __init__(self, inner: VfPolicy) -> None:
@@ -51,16 +51,15 @@ class Recording:
         decision = self.inner.step(sample)
         if decision is not None:
             self.decisions.append((sample.t, decision))
-        search = getattr(self.inner, "search", None)
-        if search is not None and hasattr(search, "probes"):
+        search = self.inner.search if isinstance(self.inner, SearchTuner) else None
+        if search is not None:
             seen = 0 if search is not self._search else self._probes
             self.told.extend([sample.t] * max(0, search.probes - seen))
             self._search, self._probes = search, search.probes
         return decision
 
-    def state(self) -> dict[str, Any]:
-        state = getattr(self.inner, "state", None)
-        return state() if callable(state) else {}
+    def state(self) -> dict[str, object]:
+        return self.inner.state()
 
 
 @dataclass

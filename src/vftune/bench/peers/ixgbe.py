@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from vftune.agent.policy import VfPolicy
 from vftune.itr import same_itr
 from vftune.model import Capabilities, ItrDecision, VfSample
 
@@ -68,7 +69,7 @@ def ixgbe_update_itr(ring: _RingContainer, q_itr: int, packets: int, nbytes: int
     ring.itr = itr
 
 
-class IxgbeAdaptive:
+class IxgbeAdaptive(VfPolicy):
     """ixgbe_set_itr() run per interrupt on the VF's single rx/tx vector.
 
     Per tick the policy replays the driver's per-interrupt updates with the average packets

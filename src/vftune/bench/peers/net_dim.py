@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from vftune.agent.policy import VfPolicy
 from vftune.itr import same_itr
 from vftune.model import Capabilities, ItrDecision, VfSample
 
@@ -190,7 +191,7 @@ class NetDim:
         self.state = DIM_START_MEASURE
 
 
-class NetDimPolicy:
+class NetDimPolicy(VfPolicy):
     """net_dim driving a VF's ITR."""
 
     name = "net_dim"

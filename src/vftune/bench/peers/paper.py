@@ -11,6 +11,7 @@ counts accumulated since the previous refresh, so stale per-VF counters do not f
 
 from __future__ import annotations
 
+from vftune.agent.policy import VfPolicy
 from vftune.agent.tuner import WindowMeter
 from vftune.itr import quantize_itr, same_itr
 from vftune.model import Capabilities, ItrDecision, VfSample
@@ -76,7 +77,7 @@ class PaperSearch:
         return self._tests is None
 
 
-class PaperPolicy:
+class PaperPolicy(VfPolicy):
     """The paper's search on a VF, restarted every ``restart_interrupts`` interrupts."""
 
     name = "paper"
