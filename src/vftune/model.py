@@ -197,3 +197,71 @@ class Decision:
     ok: bool
     reason: str
     error: str | None = None
+
+
+@dataclass(frozen=True)
+class VfView:
+    """One VF as the API, the metrics and `vftune status` show it, taken in one read of the agent."""
+
+    pci: str
+    pf: str
+    index: int
+    driver: str | None
+    guest: str | None
+    guest_uuid: str | None
+    itr: int  # what the agent set (read back); 0 = the VF's own adaptive ITR
+    policy: str
+    phase: str | None  # the policy's phase, when it has one
+    rx_pps: float | None  # None until a sample exists
+    rx_bps: float | None
+    tx_pps: float | None
+    tx_bps: float | None
+    interrupts_per_s: float | None
+    guest_cpu: float | None
+    fresh: bool | None
+    updated: float | None  # Unix seconds of the latest sample
+    last_decision: str | None
+    policy_state: Mapping[str, object]
+
+
+@dataclass(frozen=True)
+class PfView:
+    """One PF as the API shows it: inventory, the mode in force and its controller."""
+
+    name: str
+    pci: str
+    device_id: int
+    driver: str
+    num_vfs: int
+    total_vfs: int
+    mode: str
+    napi_budget: int | None
+    controller: str
+    controller_state: Mapping[str, object]
+    rx_pps: float | None
+    rx_bps: float | None
+    last_decision: str | None
+
+
+@dataclass(frozen=True)
+class AgentView:
+    """Everything readers show of a running agent, copied under its lock in one call."""
+
+    backend: str
+    detail: str  # what the agent runs on (scenario and seed, or the sysfs root)
+    started: float  # Unix seconds
+    interval_s: float
+    ticks: int
+    last_tick_wall: float | None  # Unix seconds of the last tick; None before the first
+    capabilities: Capabilities
+    pfs: tuple[PfView, ...]
+    vfs: tuple[VfView, ...]
+    ignored: tuple[Ignored, ...]
+    cost_model: Mapping[str, object]
+
+    @property
+    def vf_count(self) -> int:
+        return len(self.vfs)
+
+    def vf(self, pci: str) -> VfView | None:
+        return next((vf for vf in self.vfs if vf.pci == pci), None)

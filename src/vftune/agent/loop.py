@@ -21,15 +21,20 @@ from vftune.agent.policy import PfController, PfControllerFactory, VfPolicy, VfP
 from vftune.agent.sampling import RateDeriver
 from vftune.hostdriver.base import HostDriver, HostError
 from vftune.model import (
+    AgentView,
     Applied,
     Decision,
     Guest,
     Inventory,
     ItrDecision,
     ModeDecision,
+    PfInfo,
     PfSample,
+    PfView,
     SettingValue,
+    VfInfo,
     VfSample,
+    VfView,
 )
 from vftune.store.db import Store
 
@@ -95,6 +100,7 @@ class Agent:
         self.ticks = 0
         self.last_tick_wall: float | None = None
         self.started_wall = time.time()
+        self.detail = ""  # what the agent runs on, as start() was told
         # Host clock -> Unix time, so records from a simulated clock land on a real timeline.
         self._wall_offset = wall_offset if wall_offset is not None else time.time() - host.now()
         self.lock = threading.Lock()  # guards vfs/pfs/inventory for API readers
@@ -107,6 +113,50 @@ class Agent:
 
     def wall(self, host_time: float) -> float:
         return host_time + self._wall_offset
+
+    def wall_now(self) -> float:
+        """The host's clock now, as Unix seconds."""
+        return self.wall(self.host.now())
+
+    # -- what readers see ---------------------------------------------------------
+
+    def view(self) -> AgentView:
+        """A frozen copy of everything the API and metrics show, taken under the lock at once."""
+        with self.lock:
+            pfs = tuple(self._pf_view(pf, self.pfs.get(pf.name)) for pf in self.inventory.pfs)
+            vfs = tuple(self._vf_view(vf, self.vfs.get(vf.pci)) for vf in self.inventory.vfs())
+            return AgentView(
+                backend=self.host.name, detail=self.detail, started=self.started_wall,
+                interval_s=self.config.interval, ticks=self.ticks, last_tick_wall=self.last_tick_wall,
+                capabilities=self.caps, pfs=pfs, vfs=vfs, ignored=self.inventory.ignored,
+                cost_model=self.costs.report(),
+            )
+
+    def _vf_view(self, vf: VfInfo, st: VfState | None) -> VfView:
+        s = st.sample if st else None
+        phase = st.policy_state.get("phase") if st else None
+        return VfView(
+            pci=vf.pci, pf=vf.pf, index=vf.index, driver=vf.driver,
+            guest=vf.guest.name if vf.guest else None, guest_uuid=vf.guest.uuid if vf.guest else None,
+            itr=st.itr if st else 0, policy=st.policy if st else "", phase=str(phase) if phase else None,
+            rx_pps=s.rx_pps if s else None, rx_bps=s.rx_bps if s else None,
+            tx_pps=s.tx_pps if s else None, tx_bps=s.tx_bps if s else None,
+            interrupts_per_s=s.interrupts_per_s if s else None, guest_cpu=s.guest_cpu if s else None,
+            fresh=s.fresh if s else None, updated=self.wall(s.t) if s else None,
+            last_decision=st.last_decision if st else None,
+            policy_state=dict(st.policy_state) if st else {},
+        )
+
+    @staticmethod
+    def _pf_view(pf: PfInfo, st: PfState | None) -> PfView:
+        s = st.sample if st else None
+        return PfView(
+            name=pf.name, pci=pf.pci, device_id=pf.device_id, driver=pf.driver, num_vfs=pf.num_vfs,
+            total_vfs=pf.total_vfs, mode=st.mode if st else "napi", napi_budget=st.napi_budget if st else None,
+            controller=st.controller if st else "", controller_state=dict(st.controller_state) if st else {},
+            rx_pps=s.rx_pps if s else None, rx_bps=s.rx_bps if s else None,
+            last_decision=st.last_decision if st else None,
+        )
 
     # -- inventory ----------------------------------------------------------
 
@@ -257,6 +307,7 @@ class Agent:
     # -- lifecycle ----------------------------------------------------------
 
     def start(self, detail: str = "") -> None:
+        self.detail = detail
         self.refresh_inventory()
         if self.store is not None:
             self._run_id = self.store.start_run(self.wall(self.host.now()), self.host.name, detail)

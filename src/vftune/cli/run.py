@@ -153,7 +153,7 @@ def command(sim: str | None, speed: float, seed: int, run_for: float | None, db:
     # An operator reads this once at start: what the agent can only observe here, and why.
     for cap in agent.caps.missing:
         log.warning("capability missing: %s", cap)
-    app = create_app(agent, store, detail)
+    app = create_app(agent, store)
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off"))
     stop = threading.Event()
 
