@@ -64,6 +64,9 @@ class HostDriver(abc.ABC):
     def add_inventory_listener(self, listener: Callable[[], None]) -> None:  # noqa: B027 (optional hook)
         """Call listener() (from any thread) when PFs, VFs or owners change. Default: never."""
 
+    def stop(self) -> None:  # noqa: B027 (optional hook)
+        """Wake a sleep() in progress and make later ones return at once, where the backend can."""
+
     def close(self) -> None:  # noqa: B027 (optional hook)
         """Release handles; restore() is separate so the agent decides when."""
 
