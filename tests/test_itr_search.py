@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from vftune.agent.itr_search import ItrSearch, pf_safe_bracket
+from vftune.agent.itr_search import ItrSearch
 from vftune.itr import ITR_MAX_RATE, ITR_MIN_RATE, quantize_itr
 
 
@@ -134,21 +134,6 @@ def test_quantized_probes_are_rates_the_hardware_delivers():
     assert all(quantize_itr(p.itr) == p.itr for p in s.history)
     # 300000/s is not a step; the best steps around it are 244141 (2) and 488281 (1) or 162760 (3).
     assert s.best in (162_760, 244_141)
-
-
-def test_pf_safe_bracket_avoids_the_reset_traps():
-    # Rates are what the 82599 delivers: rx-usecs N keeps N/2 steps of 2.048 us.
-    # From adaptive (rx-usecs 1) or >= 10 us: stay at or above 10 us (5 steps, 97656/s).
-    assert pf_safe_bracket(1, lro=True) == (956, 97_656)  # 1022 us (511 steps) is rx-usecs' ceiling
-    assert pf_safe_bracket(50, lro=False)[1] == 97_656
-    # Below 10 us with LRO off: stay below 10 us (2..8 us).
-    assert pf_safe_bracket(4, lro=False) == (122_070, ITR_MAX_RATE)
-    # With LRO on and RSC already off (<= 6 us): 2..6 us.
-    assert pf_safe_bracket(6, lro=True) == (162_760, ITR_MAX_RATE)
-    # With LRO on at 8 us: only 8 us is safe.
-    assert pf_safe_bracket(8, lro=True) == (122_070, 122_070)
-    with pytest.raises(ValueError, match="rx-usecs"):
-        pf_safe_bracket(2000, lro=False)
 
 
 def test_a_probe_budget_bounds_every_search_even_under_noise():

@@ -41,11 +41,9 @@ def test_lifecycle_events_refresh_the_inventory(tmp_path: Path) -> None:
         inv = host.inventory()
         db_vfs = vfs_of(inv, "vm-db0")
         assert db_vfs == {hosttree.vf_bdf(pf, n) for (pf, n), g in hosttree.VF_OWNERS.items() if g == "vm-db0"}
-        generation = host.inventory_generation
         changed.clear()
         host.libvirt_connection().lookupByName("vm-db0").destroy()
         assert changed.wait(WAIT_S), "no lifecycle event after destroy"
-        assert host.inventory_generation > generation
         inv = host.inventory()
         assert vfs_of(inv, "vm-db0") == set()
         assert all(inv.vf(pci).guest is None for pci in db_vfs)

@@ -16,7 +16,9 @@ ITR_MAX_RATE = 488281  # IXGBE_MAX_INT_RATE, 1 step
 MAX_RX_USECS = 1022  # 511 steps of 2 us as rx-usecs
 ITR_TOLERANCE = 0.05  # a read-back within 5% of the request is the request (whole steps)
 
-# ixgbe keeps rx-usecs << 2; these are the thresholds of ixgbe_update_rsc and ixgbe_set_coalesce.
+# Reset traps on the PF (ixgbe keeps rx-usecs << 2; ixgbe_update_rsc, ixgbe_set_coalesce): a PF
+# rx-usecs change across either threshold resets the port. vftune never writes the PF's rx-usecs
+# (per-VF ITR and the rx mode need neither); anything that does must stay on one side of both.
 RSC_MAX_USECS = 6  # IXGBE_MIN_RSC_ITR (24) >> 2: at or below, RSC is off (with LRO on)
 WTHRESH_USECS = 10  # IXGBE_100K_ITR (40) >> 2: crossing it rewrites TXDCTL.WTHRESH
 
@@ -80,21 +82,6 @@ def same_itr(a: int, b: int) -> bool:
 def itr_label(itr: int, unit: str = "/s") -> str:
     """How an ITR reads to an operator: 0 is the VF's own adaptive ITR."""
     return "adaptive" if itr == 0 else f"{itr}{unit}"
-
-
-def rsc_off(rx_usecs: int) -> bool:
-    """RSC is off at this PF rx-usecs (when LRO is on): at or below 6 us, adaptive excepted."""
-    return rx_usecs != 1 and rx_usecs <= RSC_MAX_USECS
-
-
-def below_wthresh(rx_usecs: int) -> bool:
-    """This PF rx-usecs is on the low side of the TXDCTL.WTHRESH switch (adaptive is not)."""
-    return rx_usecs != 1 and rx_usecs < WTHRESH_USECS
-
-
-def coalesce_resets_port(old_usecs: int, new_usecs: int) -> bool:
-    """ixgbe_set_coalesce resets the port when a change crosses the RSC or WTHRESH threshold."""
-    return rsc_off(old_usecs) != rsc_off(new_usecs) or below_wthresh(old_usecs) != below_wthresh(new_usecs)
 
 
 def frame_bytes(ip_bytes: float) -> float:

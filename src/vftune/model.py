@@ -113,7 +113,6 @@ class Capabilities:
     itr_max: int = ITR_MAX_RATE
     vf_itr: bool = False  # can the host push a VF's ITR
     rx_modes: tuple[str, ...] = ("napi",)  # modes the PF can switch to
-    pf_coalesce: bool = False
     napi_budget: bool = False
     counter_refresh_s: float = 2.0  # how old a VF counter may be
     missing: tuple[str, ...] = ()  # why a capability is absent, one line each
@@ -124,7 +123,7 @@ class Applied:
     """The outcome of one actuator call, read back from the host."""
 
     target: str  # VF PCI address or PF name
-    setting: str  # "itr", "rx_mode", "napi_budget", "rx_usecs"
+    setting: str  # "itr", "rx_mode", or the sysfs file a restore wrote
     requested: SettingValue
     old: SettingValue
     applied: SettingValue  # what a read-back shows now

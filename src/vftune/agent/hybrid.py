@@ -97,29 +97,3 @@ class PacketRateEstimator:
             self._estimate += (sample - self._estimate) >> self.shift
         return self.rate
 
-
-def cliff_from_sweep(
-    rows: list[tuple[float, float, float]],
-    cpu_limit: float = 0.95,
-    min_slope: float = 0.5,
-) -> float:
-    """The cliff from a calibration sweep of (offered pps, system CPU fraction, delivered pps).
-
-    Salah & Qahtan take the rate where system CPU nears 100% and throughput flattens: the lowest
-    offered rate whose CPU reaches ``cpu_limit``, or after which each further offered packet
-    adds less than ``min_slope`` delivered packets, whichever comes first.
-    """
-    if len(rows) < 2:
-        raise ValueError(f"a calibration sweep needs at least 2 rows, got {len(rows)}")
-    ordered = sorted(rows)
-    for rate, cpu, delivered in ordered:
-        if not (rate > 0 and 0 <= cpu <= 1.5 and delivered >= 0):
-            raise ValueError(f"bad sweep row (rate {rate!r}, cpu {cpu!r}, delivered {delivered!r})")
-    for (rate, cpu, delivered), (nxt_rate, _, nxt_delivered) in zip(ordered, ordered[1:] + [ordered[-1]]):
-        if cpu >= cpu_limit:
-            return rate
-        if nxt_rate > rate and (nxt_delivered - delivered) < min_slope * (nxt_rate - rate):
-            return rate
-    raise ValueError(
-        f"the sweep never saturates (max CPU {max(c for _, c, _ in ordered):.2f}); sweep higher rates"
-    )

@@ -33,7 +33,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from vftune.itr import ITR_MAX_RATE, ITR_MIN_RATE, itr_label, usecs_to_itr
+from vftune.itr import itr_label
 from vftune.model import Capabilities
 
 GOLDEN = (math.sqrt(5.0) - 1.0) / 2.0  # 0.618..., the paper's CutRate
@@ -236,10 +236,6 @@ class ItrSearch:
     def mean(self, itr: int) -> float:
         values = self._samples[itr]
         return sum(values) / len(values)
-
-    def measured(self) -> dict[int, float]:
-        """Mean throughput by rate over every search measurement (incumbent excluded)."""
-        return {r: self.mean(r) for r in sorted(self._samples)}
 
     def score(self, itr: int) -> float:
         """What a rate is credited with when choosing: its lowest measurement when
@@ -498,44 +494,4 @@ def bracket_from_capabilities(caps: Capabilities) -> tuple[int, int]:
     low, high = int(caps.itr_min), int(caps.itr_max)
     if not 0 < low < high:
         raise ValueError(f"capabilities give an empty ITR bracket: itr_min={low}, itr_max={high}")
-    return low, high
-
-
-# ixgbe keeps rx-usecs << 2; these are the thresholds of ixgbe_update_rsc and ixgbe_set_coalesce.
-_RSC_MAX_USECS = 6  # IXGBE_MIN_RSC_ITR (24) >> 2: at or below, RSC is off
-_WTHRESH_USECS = 10  # IXGBE_100K_ITR (40) >> 2: crossing it rewrites TXDCTL.WTHRESH
-
-
-def pf_safe_bracket(
-    current_rx_usecs: int,
-    lro: bool,
-    itr_min: int = ITR_MIN_RATE,
-    itr_max: int = ITR_MAX_RATE,
-) -> tuple[int, int]:
-    """Rates a PF's rx-usecs may take from ``current_rx_usecs`` without resetting the port.
-
-    On an 82599 (ixgbe_set_coalesce): going across 10 us (either way; adaptive counts as the
-    high side, 0 = unthrottled as the low side) changes TXDCTL.WTHRESH and resets; with LRO on,
-    going across 6 us toggles RSC and resets. So the bracket stays on the current side of both.
-    """
-    if current_rx_usecs < 0 or current_rx_usecs > 1022:
-        raise ValueError(f"current rx-usecs must be 0..1022, got {current_rx_usecs}")
-    adaptive = current_rx_usecs == 1
-    if adaptive or current_rx_usecs >= _WTHRESH_USECS:
-        lo_us, hi_us = _WTHRESH_USECS, 1022
-    elif lro and current_rx_usecs <= _RSC_MAX_USECS:  # RSC already off (0 included)
-        lo_us, hi_us = 2, _RSC_MAX_USECS
-    elif lro:
-        lo_us, hi_us = _RSC_MAX_USECS + 1, _WTHRESH_USECS - 1
-    else:
-        lo_us, hi_us = 2, _WTHRESH_USECS - 1
-    # The driver keeps even microseconds (odd values round down in EITR's 2-us field).
-    lo_us += lo_us % 2
-    hi_us -= hi_us % 2
-    high = min(itr_max, usecs_to_itr(lo_us))
-    low = max(itr_min, usecs_to_itr(hi_us))
-    if low > high:
-        raise ValueError(
-            f"no safe PF rx-usecs range from {current_rx_usecs} us within {itr_min}..{itr_max}/s"
-        )
     return low, high

@@ -301,7 +301,6 @@ class SearchTuner(VfPolicy):
         self._held_interrupts = 0
         self._held_intervals = 0
         self._search_started_t = 0.0
-        self._warm_next = False
         self._port_window: Window | None = None  # the last window that showed the port
         self._port_saturated_t = -math.inf  # end of the last window that found the port saturated
         self._capped_windows = 0  # this search's windows credited with the VF's port share only

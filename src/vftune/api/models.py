@@ -32,7 +32,6 @@ class CapabilitiesOut(ViewModel):
     itr_max: int
     vf_itr: bool
     rx_modes: list[str]
-    pf_coalesce: bool
     napi_budget: bool
     counter_refresh_s: float
     missing: list[str]

@@ -55,9 +55,6 @@ class HostDriver(abc.ABC):
         around `cliff_pps` with hysteresis `epsilon`; None keeps the driver's current values."""
 
     @abc.abstractmethod
-    def set_pf_coalesce(self, pf: str, rx_usecs: int) -> Applied: ...
-
-    @abc.abstractmethod
     def restore(self) -> list[Applied]:
         """Put back every value this driver changed, newest first."""
 

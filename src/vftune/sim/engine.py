@@ -22,7 +22,6 @@ from vftune.sim.workload import HostSpec, Idle
 
 COUNTER_REFRESH_S = 2.0  # ixgbe's service task copies VF counters this often
 MISSED_REFRESH_P = 0.02  # the service task is sometimes held off (resets, busy workqueue)
-RESET_BLACKOUT_S = 2.0  # a PF reset takes the port and its VFs down this long
 PF_NOISE_STREAM = 10_000  # noise stream ids for PF host traffic start here
 
 
@@ -75,7 +74,7 @@ class SimVf:
 class SimPf:
     rx_mode: str = "napi"  # the setting: napi, de or hybrid
     napi_budget: int = STOCK_BUDGET
-    rx_usecs: int = 1
+    rx_usecs: int = 1  # the PF's own coalescing: ixgbe's adaptive default (vftune never sets it)
     # The patched driver's switch: the agent's, its cliff re-set every step (1.0 until then).
     hybrid: HybridSwitch = field(default_factory=lambda: HybridSwitch(1.0, EPSILON))
     cliff_pps: float | None = None  # configured through rxmode/cliff_pps; None: the driver default
@@ -83,8 +82,6 @@ class SimPf:
     rate_pps: float = 0.0
     rx_packets: float = 0.0
     rx_bytes: float = 0.0
-    blackout_until: float = -1.0
-    resets: int = 0
     last: HostRx = field(default_factory=lambda: HostRx(0.0, 0.0, 0.0, 0.0))
 
 
@@ -144,15 +141,14 @@ class HostSim:
             else:
                 vm = spec.vm_by_name[vf.guest]
                 vcpu = min(1.0, (vm.vcpus - vm.background_cpu) / max(1, active.get(vm.name, 0)))
-            blackout = t < self.pfs[vf.pf].blackout_until
-            inputs.append(VfInput(w, itrs[i], share * vcpu * cap_noise, load_noise, blackout))
+            inputs.append(VfInput(w, itrs[i], share * vcpu * cap_noise, load_noise))
         by_index: dict[int, VfRates] = {}
         pf_rates: list[HostRx] = []
         for p in range(spec.num_pfs):
             idx = [i for i, vf in enumerate(spec.vfs) if vf.pf == p]
             load = spec.host_load(p, phase)
             pf = self.pfs[p]
-            lam = load.pps * self.pf_noise[p].at(t)[1] if t >= pf.blackout_until else 0.0
+            lam = load.pps * self.pf_noise[p].at(t)[1]
             port_rates, host_wire = share_port([inputs[i] for i in idx], lam * wire_bytes(load.packet_bytes) * 8.0)
             by_index.update(zip(idx, port_rates))
             lam = host_wire / (wire_bytes(load.packet_bytes) * 8.0)
@@ -204,7 +200,7 @@ class HostSim:
             pf.rx_bytes += pr.delivered_pps * h * frame_bytes(load.packet_bytes)
             # The patched driver's estimator: shift-friendly smoothing over 8 ms windows settles
             # well inside one step, so it reads the arrival rate of the step.
-            lam = load.pps * self.pf_noise[p].at(t0)[1] if t0 >= pf.blackout_until else 0.0
+            lam = load.pps * self.pf_noise[p].at(t0)[1]
             pf.rate_pps = lam
             pf.mode_in_force = pf.hybrid.mode if pf.rx_mode == "hybrid" else pf.rx_mode
             pf.last = pr
@@ -223,17 +219,12 @@ class HostSim:
         while self._next_refresh <= self.t + 1e-9:
             at = self._next_refresh
             self._next_refresh += COUNTER_REFRESH_S
-            missed = self._rng.random() < MISSED_REFRESH_P
-            for p, pf in enumerate(self.pfs):
-                if missed or at < pf.blackout_until:
-                    continue
-                frac = (at - t0) / h if h > 0 else 1.0
-                frac = min(1.0, max(0.0, frac))
-                for vf_slot, vf in zip(self.spec.vfs, self.vfs):
-                    if vf_slot.pf != p:
-                        continue
-                    vf.published = vf.prev_live.toward(vf.live, frac)
-                    vf.published_time = at
+            if self._rng.random() < MISSED_REFRESH_P:
+                continue
+            frac = min(1.0, max(0.0, (at - t0) / h if h > 0 else 1.0))
+            for vf in self.vfs:
+                vf.published = vf.prev_live.toward(vf.live, frac)
+                vf.published_time = at
 
     # -- steady state ----------------------------------------------------------------------
     def steady_state(self, t: float, itrs: list[int], iterations: int = 4) -> HostRates:

@@ -7,12 +7,11 @@ speed=float("inf") never waits (benchmarks). A sleep ends early when stop() is c
 
 Actuators answer with Applied read back from the model: for an ITR, `old` is the previous
 setting (0 = the guest's adaptive ITR) and `applied` the rate the 82599 delivers for the request
-(whole 2.048 us steps); for rx-usecs, odd values round down to 2 us steps. A request the host cannot take (an
-unknown VF or PF, an ITR outside 956..488281, an unknown rx mode) does not raise: it returns
-Applied(ok=False, error=<one line naming the value>) and changes nothing, so the agent can record
-the failed decision. The simulated driver pair is the patched one: per-VF ITR, DE/NAPI/hybrid
-and NAPI budget on the PF. Changing a PF's rx-usecs across 6 us (RSC with LRO on) or across
-10 us (TXDCTL.WTHRESH) resets the port as ixgbe does: its VFs and host traffic stop for 2 s.
+(whole 2.048 us steps). A request the host cannot take (an unknown VF or PF, an ITR outside
+956..488281, an unknown rx mode) does not raise: it returns Applied(ok=False, error=<one line
+naming the value>) and changes nothing, so the agent can record the failed decision. The
+simulated driver pair is the patched one: per-VF ITR, DE/NAPI/hybrid and NAPI budget on the PF.
+The PF's own rx-usecs stays at ixgbe's adaptive default: vftune never writes it.
 """
 
 from __future__ import annotations
@@ -26,10 +25,8 @@ from vftune.hostdriver.base import HostDriver, WriteJournal
 from vftune.itr import (
     ITR_MAX_RATE,
     ITR_MIN_RATE,
-    MAX_RX_USECS,
     MAX_VFS_PER_PF,
     PF_DEVICE_ID_SFP,
-    coalesce_resets_port,
     quantize_itr,
 )
 from vftune.model import (
@@ -44,7 +41,7 @@ from vftune.model import (
     VfCounters,
     VfInfo,
 )
-from vftune.sim.engine import COUNTER_REFRESH_S, RESET_BLACKOUT_S, HostSim
+from vftune.sim.engine import COUNTER_REFRESH_S, HostSim
 from vftune.sim.layout import PF_DRIVER, pf_name, pf_pci, vf_pci
 from vftune.sim.scenarios import build
 
@@ -67,13 +64,7 @@ class RxModeWrite:
     cliff_pps: float | None
 
 
-@dataclass(frozen=True)
-class RxUsecsWrite:
-    pf: str
-    rx_usecs: int
-
-
-SimWrite = ItrWrite | RxModeWrite | RxUsecsWrite
+SimWrite = ItrWrite | RxModeWrite
 
 
 class SimHost(HostDriver):
@@ -114,7 +105,7 @@ class SimHost(HostDriver):
     def capabilities(self) -> Capabilities:
         return Capabilities(
             backend="sim", itr_min=ITR_MIN_RATE, itr_max=ITR_MAX_RATE, vf_itr=True, rx_modes=RX_MODES,
-            pf_coalesce=True, napi_budget=True,
+            napi_budget=True,
             counter_refresh_s=0.0 if self.sim.patched_counters else COUNTER_REFRESH_S,
         )
 
@@ -223,33 +214,6 @@ class SimHost(HostDriver):
                 state.mode_in_force = mode
             return Applied(pf, "rx_mode", mode, old, state.rx_mode)
 
-    def set_pf_coalesce(self, pf: str, rx_usecs: int) -> Applied:
-        with self._lock:
-            p = self._pf_index(pf)
-            if p is None:
-                return Applied(pf, "rx_usecs", rx_usecs, None, None, ok=False, error=f"unknown PF {pf}")
-            state = self.sim.pfs[p]
-            old = state.rx_usecs
-            if not 0 <= rx_usecs <= MAX_RX_USECS:
-                return Applied(pf, "rx_usecs", rx_usecs, old, old, ok=False,
-                               error=f"{pf}: rx-usecs {rx_usecs} outside 0..{MAX_RX_USECS}")
-            new = rx_usecs if rx_usecs <= 1 else rx_usecs - rx_usecs % 2  # 2 us steps
-            self._journal.remember(pf, "rx_usecs", RxUsecsWrite(pf, old))
-            self._write_rx_usecs(p, new)
-            return Applied(pf, "rx_usecs", rx_usecs, old, new)
-
-    def _write_rx_usecs(self, p: int, new: int) -> None:
-        state = self.sim.pfs[p]
-        old = state.rx_usecs
-        if coalesce_resets_port(old, new):
-            state.blackout_until = self.sim.t + RESET_BLACKOUT_S
-            state.resets += 1
-        state.rx_usecs = new
-
-    def port_resets(self, pf: str) -> int:
-        p = self._pf_index(pf)
-        return 0 if p is None else self.sim.pfs[p].resets
-
     def restore(self) -> list[Applied]:
         restored: list[Applied] = []
         with self._lock:
@@ -259,18 +223,13 @@ class SimHost(HostDriver):
                     was = vf.itr_request
                     vf.itr_request = entry.itr_request
                     restored.append(Applied(entry.vf, "itr", entry.itr_request, was, vf.itr_request))
-                elif isinstance(entry, RxModeWrite):
+                else:
                     pf = self.sim.pfs[self._pf_names.index(entry.pf)]
                     was_mode = pf.rx_mode
                     pf.rx_mode, pf.napi_budget, pf.cliff_pps = entry.rx_mode, entry.napi_budget, entry.cliff_pps
                     if entry.rx_mode != "hybrid":
                         pf.mode_in_force = entry.rx_mode
                     restored.append(Applied(entry.pf, "rx_mode", entry.rx_mode, was_mode, entry.rx_mode))
-                else:
-                    p = self._pf_names.index(entry.pf)
-                    was = self.sim.pfs[p].rx_usecs
-                    self._write_rx_usecs(p, entry.rx_usecs)
-                    restored.append(Applied(entry.pf, "rx_usecs", entry.rx_usecs, was, self.sim.pfs[p].rx_usecs))
         return restored
 
     def close(self) -> None:

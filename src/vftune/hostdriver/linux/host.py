@@ -20,7 +20,6 @@ from vftune.hostdriver.base import HostDriver, HostError, WriteJournal
 from vftune.hostdriver.linux import patched_attrs as pa
 from vftune.hostdriver.linux.counter_health import CounterHealth
 from vftune.hostdriver.linux.cpu import ProcessCpu, parse_proc_stat
-from vftune.hostdriver.linux.ethtool_coalesce import CoalesceIO
 from vftune.hostdriver.linux.libvirt_guests import GuestDirectory, GuestView
 from vftune.hostdriver.linux.netlink_vfstats import LinkStats, as_source, parse_link
 from vftune.hostdriver.linux.proc_interrupts import InterruptCounts, parse_interrupts
@@ -55,12 +54,6 @@ class VfItrWrite:
 
 
 @dataclasses.dataclass(frozen=True)
-class RxUsecsWrite:
-    ifname: str
-    old: int
-
-
-@dataclasses.dataclass(frozen=True)
 class GuestAgentWrite:
     vf: str
     guest: str
@@ -68,7 +61,7 @@ class GuestAgentWrite:
     usecs: int  # what restore() asks the guest for
 
 
-LinuxWrite = SysfsWrite | VfItrWrite | RxUsecsWrite | GuestAgentWrite
+LinuxWrite = SysfsWrite | VfItrWrite | GuestAgentWrite
 
 
 class LinuxHost(HostDriver):
@@ -81,7 +74,6 @@ class LinuxHost(HostDriver):
         libvirt_uri: str | None = "qemu:///system",
         netlink: Any = None,
         *,
-        ethtool: Any = None,
         run_root: str | os.PathLike[str] = "/run",
         guest_agent_itr: Mapping[str, str] | None = None,
         clock: Callable[[], float] = time.monotonic,
@@ -89,14 +81,13 @@ class LinuxHost(HostDriver):
         libvirt_wait_s: float = 5.0,
     ) -> None:
         """netlink: None opens pyroute2's IPRoute; an IPRoute (e.g. in a netns) or any object with
-        link_reply(ifname) -> wire bytes is used instead. ethtool: a pyroute2 Ethtool to use.
+        link_reply(ifname) -> wire bytes is used instead.
         guest_agent_itr: VF PCI address -> interface name inside its guest, for guests whose
         ITR is pushed through the QEMU guest agent (off unless listed)."""
         self.sysfs_root = Path(sysfs_root)
         self.procfs_root = Path(procfs_root)
         self.libvirt_uri = libvirt_uri
         self._source = as_source(netlink)
-        self._coalesce = CoalesceIO(ethtool)
         self._guest_agent_itr = dict(guest_agent_itr or {})
         self._clock = clock
         self._sleeper = sleeper
@@ -106,7 +97,6 @@ class LinuxHost(HostDriver):
         self._scan: SysfsScan | None = None
         self._health: CounterHealth | None = None
         self._inventory_lock = threading.Lock()
-        self.inventory_generation = 0  # bumped when libvirt reports a guest change
         self._listeners: list[Callable[[], None]] = []
         self._guests: GuestDirectory | None = None
         if libvirt_uri:
@@ -117,7 +107,6 @@ class LinuxHost(HostDriver):
     # -- inventory ----------------------------------------------------------------
 
     def _on_guests_changed(self, view: GuestView) -> None:
-        self.inventory_generation += 1
         for listener in list(self._listeners):
             listener()
 
@@ -191,20 +180,12 @@ class LinuxHost(HostDriver):
         )
         if not napi_budget and devs:
             missing.append(f"no per-PF poll_limit and {budget_file} is not writable: NAPI budget fixed")
-        pf_coalesce = False
-        if devs:
-            try:
-                self._coalesce.get_rx_usecs(devs[0].name)
-                pf_coalesce = True
-            except HostError as exc:
-                missing.append(f"PF coalescing unavailable: {exc}")
         if self._guests is not None:
             missing.extend(self._guest_view().errors)
         return Capabilities(
             backend=self.name,
             vf_itr=bool(patched_itr) or bool(self._guest_agent_itr),
             rx_modes=tuple(m for m in RX_MODES if m in modes) if devs else ("napi",),
-            pf_coalesce=pf_coalesce,
             napi_budget=napi_budget,
             counter_refresh_s=self._refresh_s(sysfs),
             missing=tuple(missing),
@@ -338,20 +319,6 @@ class LinuxHost(HostDriver):
             return self._failed(vf_pci, "itr", itr, str(exc))
         return Applied(vf_pci, "itr", itr, usecs_to_itr(int(old)), usecs_to_itr(int(now)))
 
-    def vf_itr_confirmed(self, vf_pci: str) -> int | None:
-        """The rate the VF itself reports applying (patched itr_applied_usecs), in interrupts/s;
-        None where the host cannot tell (stock PF, unknown VF) or before the VF confirmed anything."""
-        vf = self._current_scan().vf_devices.get(vf_pci)
-        if vf is None:
-            return None
-        dev = self._current_scan().pf_devices[vf.pf]
-        if not dev.patched_itr:
-            return None
-        text = read_optional(pa.vf_itr_applied_usecs(dev.device_dir, vf.index))
-        if text is None or not text.isdigit() or int(text) == pa.ITR_LEAVE_ALONE:
-            return None
-        return usecs_to_itr(int(text))
-
     def _push_via_guest_agent(self, vf_pci: str, itr: int, usecs: int) -> Applied:
         guest = (self._guests.view().by_pci.get(vf_pci) if self._guests is not None else None)
         if guest is None or self._guests is None:
@@ -405,23 +372,6 @@ class LinuxHost(HostDriver):
         as_mode = {True: "napi", False: "de"}
         return Applied(pf, "rx_mode", mode, as_mode[int(old_defer) > 0], as_mode[int(now_defer) > 0])
 
-    def set_pf_coalesce(self, pf: str, rx_usecs: int) -> Applied:
-        if pf not in self._current_scan().pf_devices:
-            return self._failed(pf, "rx_usecs", rx_usecs, f"{pf}: not a managed 82599 PF")
-        if not 0 <= rx_usecs <= 1022:
-            return self._failed(pf, "rx_usecs", rx_usecs, f"{pf}: rx-usecs {rx_usecs} out of range 0..1022")
-        return self._set_coalesce(pf, rx_usecs)
-
-    def _set_coalesce(self, ifname: str, rx_usecs: int, remember: bool = True) -> Applied:
-        try:
-            old = self._coalesce.get_rx_usecs(ifname)
-            now = self._coalesce.set_rx_usecs(ifname, rx_usecs)
-        except HostError as exc:
-            return self._failed(ifname, "rx_usecs", rx_usecs, str(exc))
-        if remember:
-            self._journal.remember(ifname, "rx_usecs", RxUsecsWrite(ifname, old))
-        return Applied(ifname, "rx_usecs", rx_usecs, old, now)
-
     # -- restore ----------------------------------------------------------------------------
 
     def restore(self) -> list[Applied]:
@@ -437,8 +387,6 @@ class LinuxHost(HostDriver):
                     results.append(self._failed(entry.path, path.name, entry.old, str(exc)))
             elif isinstance(entry, VfItrWrite):
                 results.append(self._restore_vf_itr(Path(entry.path), entry.old_request, entry.ran_usecs))
-            elif isinstance(entry, RxUsecsWrite):
-                results.append(self._set_coalesce(entry.ifname, entry.old, remember=False))
             elif self._guests is not None:
                 try:
                     self._guests.agent_set_rx_usecs(entry.guest, entry.ifname, entry.usecs)
@@ -465,7 +413,6 @@ class LinuxHost(HostDriver):
         if self._guests is not None:
             self._guests.stop()
         self._source.close()
-        self._coalesce.close()
 
     # -- for tests and the CLI -----------------------------------------------------------------
 
