@@ -7,7 +7,7 @@ QEMU stat files, and runs the stale/posted-interrupt detection.
 
     .venv/bin/python bench/linux_sampling.py [--passes N]
 
-Targets (issue 4): <= 5 ms CPU per pass, < 80 MB resident.
+Targets: <= 5 ms CPU per pass, < 80 MB resident.
 """
 
 from __future__ import annotations

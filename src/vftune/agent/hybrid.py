@@ -1,4 +1,5 @@
-"""Hybrid DE/NAPI switching per PF (Salah & Qahtan, seeds/salah-qahtan-...).
+"""Hybrid DE/NAPI switching per PF (K. Salah and A. Qahtan, "Implementation and Experimental
+Performance Evaluation of a Hybrid Interrupt-Handling Scheme").
 
 DE (interrupt disable-enable) gives the lowest latency and overhead at light and normal load;
 NAPI with a small budget leaves CPU to applications past the saturation ("cliff") rate. Two

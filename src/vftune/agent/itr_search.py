@@ -1,8 +1,10 @@
 """Golden-section search for a VF's best interrupt rate, as an ask/tell state machine.
 
-Wu & Wang's search (seeds/wu-wang-...) with the fixes issue 3 asks for:
+Wu & Wang's search ("A Heuristic Interrupt Coalescing Approach for Improving High Performance
+Network", Huijun Wu and Jigang Wang) with these changes:
 
-* it maximises (their pseudo-code keeps the wrong end; the literal form lives in peers.py);
+* it maximises (their pseudo-code keeps the wrong end; the literal form is the benchmark's
+  `paper` peer, bench/peers/paper.py);
 * it reuses the surviving interior point, so each step costs one measurement, not two;
 * it searches the logarithm of the rate, so the three decades 956..488281/s cost few steps;
 * a difference inside the noise margin is not a decision: the point with fewer samples is

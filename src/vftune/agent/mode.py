@@ -1,4 +1,4 @@
-"""HybridModeController: the per-PF DE/NAPI controller (issue 3, section 3).
+"""HybridModeController: the per-PF DE/NAPI controller (Salah & Qahtan's hybrid scheme).
 
 Each PfSample's packets go through the shift-smoothed rate estimator, the estimate through the
 two-threshold HybridSwitch, and a change of mode becomes a ModeDecision (NAPI with a small

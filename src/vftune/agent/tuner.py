@@ -1,4 +1,4 @@
-"""SearchTuner: the per-VF policy the agent runs by default (issue 3, sections 1 and 2).
+"""SearchTuner: the per-VF policy the agent runs by default: golden-section search, restarted.
 
 Per VF, over the agent's VfSamples:
 
