@@ -63,7 +63,7 @@ class ItrSearch:
     82599 anyway: 488281/s is one 2.048-us step, 244140/s two) or when both interior points
     fall on the same hardware step.
 
-    With ``quantize`` (e.g. hostdriver.base.quantize_itr) only deliverable rates are probed;
+    With ``quantize`` (e.g. vftune.itr.quantize_itr) only deliverable rates are probed;
     when both interior points land on one hardware step, up to ``max_step_scans`` other steps
     left inside the bracket are measured directly.
 

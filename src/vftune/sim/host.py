@@ -20,7 +20,7 @@ import threading
 import time
 from dataclasses import dataclass
 
-from vftune.agent.hybrid import NAPI_BUDGET as HYBRID_DEFAULT_BUDGET
+from vftune.agent.hybrid import NAPI_BUDGET
 from vftune.hostdriver.base import HostDriver, WriteJournal
 from vftune.itr import (
     ITR_MAX_RATE,
@@ -206,7 +206,7 @@ class SimHost(HostDriver):
             if cliff_pps is not None:
                 state.cliff_pps = float(cliff_pps)  # the simulated driver keeps its epsilon (0.15)
             if napi_budget is None and mode == "hybrid" and old != "hybrid":
-                napi_budget = HYBRID_DEFAULT_BUDGET
+                napi_budget = NAPI_BUDGET  # the paper's budget, the patched driver's default
             state.rx_mode = mode
             if napi_budget is not None:
                 state.napi_budget = napi_budget
