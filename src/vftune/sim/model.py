@@ -31,7 +31,7 @@ line-limited bulk VFs get a broad plateau; request/response peaks at high rates.
 
 Elsewhere: adaptive.py is ixgbevf's own adaptive ITR (the untuned default), pfmode.py the PF's
 host traffic under DE/NAPI/hybrid (Salah & Qahtan), noise.py the seeded jitter and bursts,
-engine.py the 2 s VF counter refresh and port resets.
+engine.py the 2 s VF counter refresh.
 
 Calibration (scenarios.py; CPU constants and their sources in costs.py):
 - paper-3vm (3 VMs, 15000-byte messages as 1500-byte segments, 10 GbE) uses an effective window
@@ -47,17 +47,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from vftune.itr import LINE_RATE_BPS, MTU, frame_bytes, wire_bytes
 from vftune.sim.costs import GUEST, HOST_VF_IRQ_S
-from vftune.sim.workload import (
-    LINE_RATE_BPS,
-    MTU,
-    Idle,
-    RequestResponse,
-    Stream,
-    Workload,
-    frame_bytes,
-    wire_bytes,
-)
+from vftune.sim.workload import Idle, RequestResponse, Stream, Workload
 
 RING_DESCRIPTORS = 512
 SOFTMIN_K = 8.0
@@ -75,7 +67,6 @@ class VfInput:
     itr: int  # the rate the VF's vector is throttled to now (interrupts/s)
     capacity: float  # CPU seconds per second its receive vCPU can spend
     load_factor: float = 1.0  # seeded noise and bursts on the offered load
-    blackout: bool = False  # the port is resetting
 
 
 @dataclass(frozen=True)
@@ -240,8 +231,6 @@ def _idle(w: Idle, vf: VfInput) -> VfRates:
 
 def vf_rates(vf: VfInput, rx_cap_wire_bps: float = INF, tx_cap_wire_bps: float = INF) -> VfRates:
     """One VF's steady rates, given what the port leaves it in each direction."""
-    if vf.blackout:
-        return ZERO
     w = vf.workload
     if isinstance(w, Stream):
         return _stream(w, vf, rx_cap_wire_bps)

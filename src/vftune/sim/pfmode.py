@@ -22,8 +22,6 @@ from vftune.sim.costs import HOST
 from vftune.sim.workload import HostTraffic
 
 NAPI_OVERHEAD = 1.15  # softirq raise and poll-list handling per packet, relative to DE
-HYBRID_EPSILON = 0.15
-HYBRID_DEFAULT_BUDGET = 2
 STOCK_BUDGET = 64
 CORE = 1.0  # CPU seconds per second of the core serving the PF's queues
 
@@ -88,19 +86,3 @@ def cliff_pps(load: HostTraffic, rx_usecs: int = 1) -> float:
             high = mid
     return low
 
-
-@dataclass
-class HybridSwitch:
-    """The patched driver's two-threshold switch; starts in DE like the paper's."""
-
-    mode: str = "de"
-    switches: int = 0
-
-    def update(self, rate_pps: float, cliff: float) -> str:
-        if self.mode == "de" and rate_pps > (1 + HYBRID_EPSILON) * cliff:
-            self.mode = "napi"
-            self.switches += 1
-        elif self.mode == "napi" and rate_pps < (1 - HYBRID_EPSILON) * cliff:
-            self.mode = "de"
-            self.switches += 1
-        return self.mode

@@ -8,14 +8,14 @@ Naming of Wu & Wang's cases:
   1500-byte segments) over one 10 GbE port; its throughput peaks near 48,000 interrupts/s.
 - `paper-Nvm` for N = 1, 2, 4, ..., 15 is their evaluation series: N VMs (2 vCPUs, 512 MB) each
   receiving a 512-byte netperf stream. The 512-byte 3-VM member is `paper-3vm-512`, so that the
-  15000-byte case keeps the name the issue gives it.
+  15000-byte case keeps the short name.
 """
 
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import numpy as np
 

@@ -8,17 +8,20 @@ libvirt-python is imported lazily so that the simulator never needs it.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
 import threading
 import xml.etree.ElementTree as ET
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Callable, Iterable
+from typing import Any, cast
 
-from vftune.hostdriver.base import Guest, HostError
+from vftune.hostdriver.base import HostError
+from vftune.model import Guest
 
 log = logging.getLogger("vftune.linux.libvirt")
 
@@ -32,7 +35,7 @@ def import_libvirt() -> ModuleType:
         raise HostError(MISSING_LIBVIRT) from None
     # libvirt prints every error to stderr by default; ours are logged once, with context.
     libvirt.registerErrorHandler(lambda _ctx, _err: None, None)
-    return libvirt
+    return cast(ModuleType, libvirt)
 
 
 def hostdev_addresses(domain_xml: str) -> list[str]:
@@ -253,10 +256,9 @@ class GuestDirectory:
 
         callback_id = None
         try:
-            try:
+            # Drivers without a close callback (test://) cannot go away.
+            with contextlib.suppress(libvirt.libvirtError):
                 conn.registerCloseCallback(on_close, None)
-            except libvirt.libvirtError:
-                pass  # drivers without a close callback (test://) cannot go away
             callback_id = conn.domainEventRegisterAny(None, libvirt.VIR_DOMAIN_EVENT_ID_LIFECYCLE, on_lifecycle, None)
             self._reload(libvirt, conn)
             while not self._stop.is_set() and not self._lost:
@@ -277,10 +279,8 @@ class GuestDirectory:
             ):
                 if undo is None:
                     continue
-                try:
+                with contextlib.suppress(libvirt.libvirtError):
                     undo()
-                except libvirt.libvirtError:
-                    pass
         if self._lost and not self._stop.is_set():
             self._publish(self._view.by_pci, [f"libvirt {self.uri}: connection lost; reconnecting"], connected=False)
             self._wake.wait(self._backoff.next_delay())
