@@ -91,7 +91,7 @@ lines = st.one_of(
 )
 
 
-@settings(max_examples=400, derandomize=True)
+@settings(max_examples=200, derandomize=True, deadline=None)
 @given(st.lists(lines, max_size=30))
 def test_parser_never_raises(parts: list[str]) -> None:
     got = parse_coalesce("\n".join(parts))
@@ -102,7 +102,7 @@ def test_parser_never_raises(parts: list[str]) -> None:
         assert got.reason and "\n" not in got.reason
 
 
-@settings(max_examples=200, derandomize=True)
+@settings(max_examples=100, derandomize=True, deadline=None)
 @given(st.integers(0, 0xFFFF_FFFF), st.sampled_from([None, True, False]))
 def test_rendered_output_parses_back(usecs: int, adaptive: bool | None) -> None:
     flag = {None: "n/a", True: "on", False: "off"}[adaptive]

@@ -375,9 +375,41 @@ def test_a_refused_write_carries_the_guests_message(standin_agent: Agent) -> Non
         assert a.error == "guest vm-web0: ethtool -C vft0a rx-usecs 48: Cannot set device coalesce parameters: " \
                           "Invalid argument (exit 1)"
         assert (standin_agent.ethtool_dir / "vft0a.rx_usecs").read_text().strip() == "1"
+        status = act.status(VF_PCI)
+        # The agent and the interface work; the driver said no: still this VF's actuator.
+        assert status is not None and status.actuator == "guest-agent"
+        assert status.reason == f"last write failed: {a.error}"
         execs = channels[-1].sent["guest-exec"]
         assert not act.submit(VF_PCI, 48).accepted
         assert channels[-1].sent["guest-exec"] == execs
+    finally:
+        act.close()
+
+
+def test_backoff_doubles_per_failure_and_a_good_write_clears_it(standin_agent: Agent) -> None:
+    now = [1000.0]  # the actuator's clock, moved by hand; agent calls still run in real time
+    fail = standin_agent.ethtool_dir / "fail-set"
+    fail.write_text("Cannot set device coalesce parameters: Invalid argument\n")
+    act = GuestAgentActuator(socket_connector(lambda _g: standin_agent.socket), journal=lambda *_: None,
+                             limits=Limits(guest_min_interval_s=0.0, backoff_initial_s=10.0, backoff_max_s=25.0),
+                             clock=lambda: now[0])
+    try:
+        act.attach(VF)
+        ready(act)
+        waits = []
+        for _ in range(3):
+            assert act.submit(VF_PCI, 48).accepted
+            assert not next_result(act).ok
+            retry = act.status(VF_PCI).retry_in_s  # type: ignore[union-attr]
+            waits.append(retry)
+            now[0] += retry - 1
+            assert not act.submit(VF_PCI, 48).accepted  # one second early
+            now[0] += 1
+        assert waits == [10.0, 20.0, 25.0]
+        fail.unlink()
+        assert act.submit(VF_PCI, 48).accepted
+        assert next_result(act).ok
+        assert act.status(VF_PCI).retry_in_s == 0  # type: ignore[union-attr]
     finally:
         act.close()
 

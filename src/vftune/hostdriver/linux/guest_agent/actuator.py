@@ -124,7 +124,8 @@ class _VfState:
     ifname: str | None = None
     original: Coalesce | None = None
     current: Coalesce | None = None
-    failures: int = 0
+    failures: int = 0  # consecutive failed jobs since the last good write
+    last_error: str | None = None
     retry_at: float = 0.0
     needs_check: bool = True
     pending: int | None = None
@@ -199,12 +200,8 @@ class GuestAgentActuator:
         stopped, or restore() was called first. A guest left without VFs loses its worker."""
         with self._cond:
             state = self._vfs.pop(vf_pci, None)
-            if state is not None and not any(s.vf.guest == state.vf.guest for s in self._vfs.values()):
-                g = self._guests.get(state.vf.guest)
-                if g is not None and not g.restores:
-                    g.closed = True
-                    del self._guests[state.vf.guest]
-            self._cond.notify_all()
+            if state is not None:
+                self._retire_if_idle(state.vf.guest)
 
     def submit(self, vf_pci: str, rx_usecs: int) -> Submitted:
         """Ask for rx-usecs (0 no throttling, 1 adaptive, >1 static us). Never blocks; the
@@ -217,7 +214,7 @@ class GuestAgentActuator:
                 return Submitted(False, f"{vf_pci}: not attached to the guest-agent actuator")
             now = self._clock()
             if state.retry_at > now:
-                return Submitted(False, f"{vf_pci}: backing off for {state.retry_at - now:.0f} s after: {state.reason}")
+                return Submitted(False, f"{vf_pci}: backing off for {state.retry_at - now:.0f} s after: {state.last_error}")
             if state.pending is None and state.failures == 0 and state.current is not None \
                     and state.current.effective_rx_usecs == rx_usecs:
                 return Submitted(True, f"{vf_pci}: already rx-usecs {rx_usecs}")
@@ -275,7 +272,17 @@ class GuestAgentActuator:
                     s.result = _failed(s.entry.vf, s.entry.original.effective_rx_usecs, None,
                                        f"guest {s.entry.vf.guest}: restore did not finish within {deadline_s:g} s")
                 results.append(s.result)
+            for name in {s.entry.vf.guest for s in slots}:
+                self._retire_if_idle(name)
         return results
+
+    def _retire_if_idle(self, guest: str) -> None:
+        """A guest with no VFs and no restores left needs no worker (caller holds the lock)."""
+        g = self._guests.get(guest)
+        if g is not None and not g.restores and not any(s.vf.guest == guest for s in self._vfs.values()):
+            g.closed = True
+            del self._guests[guest]
+            self._cond.notify_all()
 
     def close(self) -> None:
         """Stop the workers (each finishes or times out its current call) and close channels."""
@@ -286,9 +293,10 @@ class GuestAgentActuator:
             for g in guests:
                 g.closed = True
             self._cond.notify_all()
+        end = time.monotonic() + self.limits.call_timeout_s + 1.0  # one call's worth for all of them
         for g in guests:
             if g.thread is not None and g.thread is not threading.current_thread():
-                g.thread.join(self.limits.call_timeout_s + 1.0)
+                g.thread.join(max(0.0, end - time.monotonic()))
 
     # -- workers ---------------------------------------------------------------------------------
 
@@ -416,8 +424,8 @@ class GuestAgentActuator:
             self._call(g, deadline, "guest-ping")
             ifname = self._find(g, vf, deadline)
             if wanted is None:
-                self._settle(vf, None, ifname=ifname, reason=f"guest agent answers; MAC {vf.mac} is {ifname} "
-                             "in the guest")
+                self._settle(vf, None, usable=True, wrote=False, ifname=ifname,
+                             reason=f"guest agent answers; MAC {vf.mac} is {ifname} in the guest")
                 return None
             before = self._read(g, ifname, deadline)
             if original is None:
@@ -426,7 +434,6 @@ class GuestAgentActuator:
                         self._journal(vf, ifname, before)
                     except Exception as exc:  # whatever stopped the journal must stop the write too
                         raise _JobFailed(f"{vf.pci}: journal: {exc}") from None
-                original = before
                 self._remember_original(vf, before)
             args = set_args(ifname, before, wanted)
             if args is not None:
@@ -434,15 +441,16 @@ class GuestAgentActuator:
             after = self._read(g, ifname, deadline) if args is not None else before
         except (AgentError, _JobFailed) as exc:
             self._drop_channel(g, exc)
-            self._settle(vf, str(exc), ifname=ifname, current=before)
             log.warning("%s", exc)
+            # Usable: the agent answered, the interface was found and its coalescing read.
+            self._settle(vf, str(exc), usable=before is not None, wrote=wanted is not None, ifname=ifname,
+                         current=before)
             if wanted is None:
-                self._recheck(vf)
                 return None
             return _failed(vf, wanted, before.effective_rx_usecs if before else None, str(exc))
         ok = after.effective_rx_usecs == wanted
         error = None if ok else f"guest {g.name}: {ifname} reads back {after.describe()} after rx-usecs {wanted}"
-        self._settle(vf, error, ifname=ifname, current=after,
+        self._settle(vf, error, usable=True, wrote=True, ifname=ifname, current=after,
                      reason=f"guest agent sets {ifname} in the guest (now {after.describe()})")
         return Applied(vf.pci, SETTING, wanted, before.effective_rx_usecs, after.effective_rx_usecs, ok, error)
 
@@ -477,22 +485,17 @@ class GuestAgentActuator:
                 state.original, state.current = None, after
         return Applied(vf.pci, SETTING, want, before.effective_rx_usecs, after.effective_rx_usecs)
 
-    def _recheck(self, vf: GuestVf) -> None:
-        """A failed check is tried again once its backoff ends (the agent may start later)."""
-        with self._cond:
-            state = self._vfs.get(vf.pci)
-            if state is not None and state.vf == vf:
-                state.needs_check = True
-
     def _remember_original(self, vf: GuestVf, original: Coalesce) -> None:
         with self._cond:
             state = self._vfs.get(vf.pci)
             if state is not None and state.vf == vf:
                 state.original = original
 
-    def _settle(self, vf: GuestVf, error: str | None, *, ifname: str | None, current: Coalesce | None = None,
-                reason: str = "") -> None:
-        """Record a job's outcome: success clears the backoff, failure doubles it."""
+    def _settle(self, vf: GuestVf, error: str | None, *, usable: bool, wrote: bool, ifname: str | None,
+                current: Coalesce | None = None, reason: str = "") -> None:
+        """Record a job's outcome. A failure backs the VF off (doubling per failure) and, when the
+        agent or the interface was the problem, has it checked again once the backoff ends. Only
+        a write that worked clears the count: a check that passes does not reset the doubling."""
         with self._cond:
             state = self._vfs.get(vf.pci)
             if state is None or state.vf != vf:
@@ -501,12 +504,18 @@ class GuestAgentActuator:
                 state.ifname = ifname
             if current is not None:
                 state.current = current
+            state.actuator = "guest-agent" if usable else "none"
             if error is None:
-                state.actuator, state.reason, state.failures, state.retry_at = "guest-agent", reason, 0, 0.0
+                state.reason = reason if not state.failures or wrote else f"{reason}; last failure: {state.last_error}"
+                if wrote:
+                    state.failures, state.retry_at, state.last_error = 0, 0.0, None
                 return
             state.failures += 1
+            state.last_error = error
             delay = min(self.limits.backoff_max_s, self.limits.backoff_initial_s * 2 ** (state.failures - 1))
-            state.actuator, state.reason, state.retry_at = "none", error, self._clock() + delay
+            state.retry_at = self._clock() + delay
+            state.needs_check = not usable
+            state.reason = f"last write failed: {error}" if usable else error
 
 
 def _failed(vf: GuestVf, requested: int, old: int | None, error: str) -> Applied:
