@@ -530,3 +530,27 @@ def test_stale_replies_are_skipped_until_the_sync_id(tmp_path: Path) -> None:
         chan.close()
         t.join(WAIT_S)
         srv.close()
+
+
+def test_a_restarted_guest_or_an_old_reading_is_written_again(standin_agent: Agent) -> None:
+    now = [1000.0]
+    rx = standin_agent.ethtool_dir / "vft0a.rx_usecs"
+    act = GuestAgentActuator(socket_connector(lambda _g: standin_agent.socket), journal=lambda *_: None,
+                             limits=Limits(guest_min_interval_s=0.0, reverify_s=60.0), clock=lambda: now[0])
+    try:
+        act.attach(VF)
+        ready(act)
+        act.submit(VF_PCI, 48)
+        assert next_result(act).ok
+        rx.write_text("1\n")  # the guest rebooted: ixgbevf is back to adaptive
+        assert act.submit(VF_PCI, 48).reason == f"{VF_PCI}: already rx-usecs 48"  # not known yet
+        act.attach(VF)  # what the backend does on the guest's lifecycle event
+        assert act.submit(VF_PCI, 48).accepted
+        assert next_result(act) == Applied(VF_PCI, "rx_usecs", 48, 1, 48)
+        rx.write_text("1\n")  # changed inside the guest, no event at all
+        now[0] += 61
+        assert act.submit(VF_PCI, 48).reason == f"{VF_PCI}: queued"
+        assert next_result(act) == Applied(VF_PCI, "rx_usecs", 48, 1, 48)
+        assert rx.read_text().strip() == "48"
+    finally:
+        act.close()

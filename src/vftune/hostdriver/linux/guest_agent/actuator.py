@@ -68,6 +68,7 @@ class Limits:
     guest_min_interval_s: float = 1.0  # between job starts on one guest
     backoff_initial_s: float = 10.0  # after a VF's first failure; doubled per failure
     backoff_max_s: float = 600.0
+    reverify_s: float = 60.0  # a value read back longer ago is written (and so re-read) again
 
 
 @dataclass(frozen=True)
@@ -124,6 +125,7 @@ class _VfState:
     ifname: str | None = None
     original: Coalesce | None = None
     current: Coalesce | None = None
+    current_at: float = 0.0
     failures: int = 0  # consecutive failed jobs since the last good write
     last_error: str | None = None
     retry_at: float = 0.0
@@ -169,6 +171,7 @@ class GuestAgentActuator:
         limits: Limits = Limits(),
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
+        """clock paces rate limits, backoff and re-verification; deadlines are always real time."""
         self._connect = connect
         self._journal = journal
         self.limits = limits
@@ -190,8 +193,8 @@ class GuestAgentActuator:
             state = self._vfs.get(vf.pci)
             if state is None or state.vf != vf:
                 self._vfs[vf.pci] = _VfState(vf)
-            else:
-                state.needs_check, state.retry_at = True, 0.0
+            else:  # the guest may have restarted: nothing it reported before is trusted
+                state.needs_check, state.retry_at, state.current = True, 0.0, None
             self._worker(vf.guest)
             self._cond.notify_all()
 
@@ -216,7 +219,7 @@ class GuestAgentActuator:
             if state.retry_at > now:
                 return Submitted(False, f"{vf_pci}: backing off for {state.retry_at - now:.0f} s after: {state.last_error}")
             if state.pending is None and state.failures == 0 and state.current is not None \
-                    and state.current.effective_rx_usecs == rx_usecs:
+                    and state.current.effective_rx_usecs == rx_usecs and now - state.current_at < self.limits.reverify_s:
                 return Submitted(True, f"{vf_pci}: already rx-usecs {rx_usecs}")
             replaced = state.pending
             if replaced is None:
@@ -253,13 +256,13 @@ class GuestAgentActuator:
         the original was changed by someone else since: it is left alone (ok, applied = what
         it has). Attached VFs' journals are cleared, so a later write journals afresh."""
         slots = [_Restore(e) for e in entries]
-        end = self._clock() + deadline_s
+        end = time.monotonic() + deadline_s
         with self._cond:
             for slot in slots:
                 self._worker(slot.entry.vf.guest).restores.append(slot)
             self._cond.notify_all()
             while any(s.result is None for s in slots):
-                left = end - self._clock()
+                left = end - time.monotonic()
                 if left <= 0 or self._stop.is_set():
                     break
                 self._cond.wait(left)
@@ -368,7 +371,7 @@ class GuestAgentActuator:
         return g.channel
 
     def _call(self, g: _Guest, deadline: float, execute: str, arguments: dict[str, Any] | None = None) -> Any:
-        left = deadline - self._clock()
+        left = deadline - time.monotonic()
         if left <= 0:
             raise AgentError("timeout", f"guest {g.name}: {execute}: job deadline passed")
         return self._channel(g).command(execute, arguments, min(self.limits.call_timeout_s, left))
@@ -381,7 +384,7 @@ class GuestAgentActuator:
             g.channel = None
 
     def _find(self, g: _Guest, vf: GuestVf, deadline: float) -> str:
-        left = deadline - self._clock()
+        left = deadline - time.monotonic()
         macs = hardware_addresses(self._channel(g), max(0.001, min(self.limits.call_timeout_s, left)))
         wanted = vf.mac.lower()
         names = sorted(n for n, mac in macs.items() if mac == wanted)
@@ -399,7 +402,7 @@ class GuestAgentActuator:
 
     def _exec(self, g: _Guest, args: list[str], deadline: float) -> Any:
         return guest_exec(self._channel(g), ETHTOOL, args, deadline, call_timeout_s=self.limits.call_timeout_s,
-                          wait=self._stop.wait, clock=self._clock)
+                          wait=self._stop.wait)
 
     def _read(self, g: _Guest, ifname: str, deadline: float) -> Coalesce:
         res = self._exec(g, ["-c", ifname], deadline)
@@ -417,7 +420,7 @@ class GuestAgentActuator:
 
     def _do_job(self, g: _Guest, vf: GuestVf, wanted: int | None, original: Coalesce | None) -> Applied | None:
         """A check (wanted None: ping and find) or a write. Runs without the lock."""
-        deadline = self._clock() + self.limits.job_deadline_s
+        deadline = time.monotonic() + self.limits.job_deadline_s
         ifname: str | None = None
         before: Coalesce | None = None
         try:
@@ -456,7 +459,7 @@ class GuestAgentActuator:
 
     def _do_restore(self, g: _Guest, entry: RestoreEntry) -> Applied:
         vf, original = entry.vf, entry.original
-        deadline = self._clock() + self.limits.job_deadline_s
+        deadline = time.monotonic() + self.limits.job_deadline_s
         want = original.effective_rx_usecs
         before: Coalesce | None = None
         try:
@@ -482,7 +485,7 @@ class GuestAgentActuator:
         with self._cond:
             state = self._vfs.get(vf.pci)
             if state is not None and state.vf == vf:
-                state.original, state.current = None, after
+                state.original, state.current, state.current_at = None, after, self._clock()
         return Applied(vf.pci, SETTING, want, before.effective_rx_usecs, after.effective_rx_usecs)
 
     def _remember_original(self, vf: GuestVf, original: Coalesce) -> None:
@@ -503,7 +506,7 @@ class GuestAgentActuator:
             if ifname is not None:
                 state.ifname = ifname
             if current is not None:
-                state.current = current
+                state.current, state.current_at = current, self._clock()
             state.actuator = "guest-agent" if usable else "none"
             if error is None:
                 state.reason = reason if not state.failures or wrote else f"{reason}; last failure: {state.last_error}"
