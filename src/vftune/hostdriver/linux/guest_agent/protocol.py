@@ -2,7 +2,8 @@
 
 Two transports behind AgentChannel:
 - UnixSocketChannel speaks the wire protocol itself (JSON objects, one a line) on the agent's
-  UNIX socket: every command is preceded by guest-sync with a fresh random id, and replies are
+  UNIX socket: every command is preceded by 0xFF (which resets the agent's parser, in case
+  an earlier client died mid-command) and guest-sync with a fresh random id; replies are
   skipped until one returns that id, so a reply left over from a call that timed out is never
   taken for the answer to the next one. Any error or timeout drops the connection.
 - LibvirtChannel hands the command to libvirt_qemu.qemuAgentCommand on a virDomain; libvirt
@@ -87,7 +88,8 @@ class UnixSocketChannel:
             try:
                 sock = self._connected(deadline, execute)
                 sync_id = secrets.randbelow(2**31 - 1) + 1
-                self._send(sock, _request("guest-sync", {"id": sync_id}))
+                # 0xFF first: the agent drops whatever half-command an earlier client left behind.
+                self._send(sock, _request("guest-sync", {"id": sync_id}), prefix=b"\xff")
                 while self._read_object(sock, deadline, execute) != {"return": sync_id}:
                     pass  # a stale reply from an earlier call, or an error for a garbled line
                 self._send(sock, _request(execute, arguments))
@@ -129,9 +131,9 @@ class UnixSocketChannel:
         self._sock = sock
         return sock
 
-    def _send(self, sock: socket.socket, obj: dict[str, Any]) -> None:
+    def _send(self, sock: socket.socket, obj: dict[str, Any], prefix: bytes = b"") -> None:
         try:
-            sock.sendall(json.dumps(obj).encode() + b"\n")
+            sock.sendall(prefix + json.dumps(obj).encode() + b"\n")
         except TimeoutError:
             raise AgentError("timeout", f"guest {self.name}: {obj['execute']}: send timed out") from None
         except OSError as exc:
