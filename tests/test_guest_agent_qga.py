@@ -39,6 +39,7 @@ from vftune.hostdriver.linux.guest_agent import (
 pytestmark = pytest.mark.root
 
 QGA = shutil.which("qemu-ga", path=os.environ.get("PATH", "") + ":/usr/sbin:/sbin")
+IP = shutil.which("ip", path=os.environ.get("PATH", "") + ":/usr/sbin:/sbin") or "ip"
 if os.geteuid() != 0:
     pytest.skip("network namespaces and veth pairs need root", allow_module_level=True)
 if QGA is None:
@@ -112,7 +113,7 @@ class Agent:
     ethtool_dir: Path
 
 
-def start_qga(tmp_path: Path, ns: str, tag: str, standin: bool) -> Agent:
+def start_qga(tmp_path: Path, ns: str, tag: str, standin: bool, *extra: str, path: str | None = None) -> Agent:
     sock, state = tmp_path / f"{tag}.sock", tmp_path / f"{tag}-state"
     state.mkdir()
     etdir = tmp_path / f"{tag}-ethtool"
@@ -122,8 +123,10 @@ def start_qga(tmp_path: Path, ns: str, tag: str, standin: bool) -> Agent:
         env["PATH"] = f"{STANDIN}:{env.get('PATH', '/usr/bin:/bin')}:/usr/sbin:/sbin"
     else:
         env["PATH"] = f"{env.get('PATH', '/usr/bin:/bin')}:/usr/sbin:/sbin"
-    proc = subprocess.Popen(["ip", "netns", "exec", ns, str(QGA), "-m", "unix-listen", "-p", str(sock),
-                             "-t", str(state), "-f", str(tmp_path / f"{tag}.pid")],
+    if path is not None:
+        env["PATH"] = path
+    proc = subprocess.Popen([IP, "netns", "exec", ns, str(QGA), "-m", "unix-listen", "-p", str(sock),
+                             "-t", str(state), "-f", str(tmp_path / f"{tag}.pid"), *extra],
                             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     probe = UnixSocketChannel(sock, tag)
 
@@ -493,7 +496,9 @@ def test_a_hung_agent_never_blocks_the_caller(hung_socket: Path) -> None:
         assert act.collect() == []
         status = ready(act)
         assert status.actuator == "none"
-        assert status.reason == "guest vm-web0: guest-ping: no reply from the guest agent in time"
+        # guest-info (the check) or guest-network-get-interfaces (the write): whichever ran first.
+        assert status.reason.startswith("guest vm-web0: guest-")
+        assert status.reason.endswith(": no reply from the guest agent in time")
         out = act.restore([RestoreEntry(VF, Coalesce(1, None))], deadline_s=0.5)
         assert len(out) == 1 and not out[0].ok
     finally:
@@ -566,5 +571,51 @@ def test_half_a_command_left_by_a_dead_client_does_not_break_the_next(real_agent
     chan = UnixSocketChannel(real_agent.socket, GUEST)
     try:
         assert "version" in chan.command("guest-info", None, WAIT_S)
+    finally:
+        chan.close()
+
+
+def test_a_guest_that_blocks_guest_exec_is_reported_at_attach(tmp_path: Path, guest_ns: str) -> None:
+    agent = start_qga(tmp_path, guest_ns, "blocked", False, "-b", "guest-exec,guest-exec-status")
+    act, channels = actuator_for(agent.socket)
+    try:
+        act.attach(VF)
+        status = ready(act)
+        assert status.actuator == "none"
+        assert status.reason.startswith("guest vm-web0: its guest agent (qemu-ga ")
+        assert status.reason.endswith(") does not allow guest-exec, guest-exec-status")
+        assert channels[-1].sent["guest-exec"] == 0
+    finally:
+        act.close()
+        agent.proc.terminate()
+        agent.proc.wait(10)
+
+
+def test_a_guest_without_ethtool_is_a_clear_failure(tmp_path: Path, guest_ns: str) -> None:
+    empty = tmp_path / "empty-bin"
+    empty.mkdir()
+    agent = start_qga(tmp_path, guest_ns, "no-ethtool", False, path=str(empty))
+    act, _ = actuator_for(agent.socket)
+    try:
+        act.attach(VF)
+        assert ready(act).actuator == "guest-agent"
+        act.submit(VF_PCI, 48)
+        a = next_result(act)
+        assert not a.ok and "ethtool" in (a.error or "") and "No such file or directory" in (a.error or "")
+        status = act.status(VF_PCI)
+        assert status is not None and status.actuator == "none" and status.reason == a.error
+    finally:
+        act.close()
+        agent.proc.terminate()
+        agent.proc.wait(10)
+
+
+def test_a_guest_command_that_outlives_its_deadline_is_a_timeout(real_agent: Agent) -> None:
+    chan = UnixSocketChannel(real_agent.socket, GUEST)
+    try:
+        with pytest.raises(AgentError) as err:
+            guest_exec(chan, "sleep", ["5"], time.monotonic() + 0.5)
+        assert err.value.kind == "timeout"
+        assert str(err.value) == "guest vm-web0: sleep 5: did not finish in time (it may still run in the guest)"
     finally:
         chan.close()

@@ -50,6 +50,8 @@ log = logging.getLogger("vftune.linux.guest_agent")
 ActuatorKind = Literal["guest-agent", "none"]
 SETTING = "rx_usecs"
 ETHTOOL = "ethtool"  # found on the guest agent's PATH
+# What a job needs from the agent; guests may disable any of them (RHEL's qemu-ga blocks guest-exec by default).
+REQUIRED_COMMANDS = ("guest-network-get-interfaces", "guest-exec", "guest-exec-status")
 
 
 @dataclass(frozen=True)
@@ -383,6 +385,16 @@ class GuestAgentActuator:
             g.channel.close()
             g.channel = None
 
+    def _check_agent(self, g: _Guest, deadline: float) -> None:
+        """guest-info answers like guest-ping and also lists the commands the guest allows."""
+        info = self._call(g, deadline, "guest-info")
+        listed = info.get("supported_commands") if isinstance(info, dict) else None
+        enabled = {c.get("name") for c in listed or () if isinstance(c, dict) and c.get("enabled", True)}
+        off = [c for c in REQUIRED_COMMANDS if c not in enabled]
+        if off:
+            version = info.get("version", "?") if isinstance(info, dict) else "?"
+            raise _JobFailed(f"guest {g.name}: its guest agent (qemu-ga {version}) does not allow {', '.join(off)}")
+
     def _find(self, g: _Guest, vf: GuestVf, deadline: float) -> str:
         left = deadline - time.monotonic()
         macs = hardware_addresses(self._channel(g), max(0.001, min(self.limits.call_timeout_s, left)))
@@ -419,12 +431,14 @@ class GuestAgentActuator:
             raise _JobFailed(f"guest {g.name}: ethtool {' '.join(args)}: {res.failure()}")
 
     def _do_job(self, g: _Guest, vf: GuestVf, wanted: int | None, original: Coalesce | None) -> Applied | None:
-        """A check (wanted None: ping and find) or a write. Runs without the lock."""
+        """A check (wanted None: does the agent answer and allow what a write needs, which
+        interface has the MAC) or a write. Runs without the lock."""
         deadline = time.monotonic() + self.limits.job_deadline_s
         ifname: str | None = None
         before: Coalesce | None = None
         try:
-            self._call(g, deadline, "guest-ping")
+            if wanted is None:
+                self._check_agent(g, deadline)
             ifname = self._find(g, vf, deadline)
             if wanted is None:
                 self._settle(vf, None, usable=True, wrote=False, ifname=ifname,
