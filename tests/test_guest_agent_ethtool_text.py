@@ -108,3 +108,29 @@ def test_rendered_output_parses_back(usecs: int, adaptive: bool | None) -> None:
     flag = {None: "n/a", True: "on", False: "off"}[adaptive]
     text = VIRTIO.replace("Adaptive RX: off", f"Adaptive RX: {flag}").replace("rx-usecs: 0", f"rx-usecs: {usecs}")
     assert parse_coalesce(text) == Coalesce(usecs, adaptive)
+
+
+json_values = st.recursive(st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=8),
+                           lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=12), inner,
+                                                                                        max_size=3), max_leaves=8)
+
+
+@settings(max_examples=200, derandomize=True, deadline=None)
+@given(st.one_of(json_values, st.fixed_dictionaries({"rx_usecs": json_values, "adaptive_rx": json_values})))
+def test_journal_entries_never_raise(obj: object) -> None:
+    assert isinstance(Coalesce.from_dict(obj), (Coalesce, Unparsable))
+
+
+@settings(max_examples=100, derandomize=True, deadline=None)
+@given(st.integers(0, 0xFFFF_FFFF), st.sampled_from([None, True, False]))
+def test_journal_round_trip(usecs: int, adaptive: bool | None) -> None:
+    c = Coalesce(usecs, adaptive)
+    assert Coalesce.from_dict(c.as_dict()) == c
+
+
+def test_odd_journal_entries_say_why() -> None:
+    assert Coalesce.from_dict({"rx_usecs": True, "adaptive_rx": None}) == Unparsable(
+        "journal rx_usecs True is not a number 0..4294967295")
+    assert Coalesce.from_dict({"rx_usecs": 3, "adaptive_rx": "on"}) == Unparsable(
+        "journal adaptive_rx 'on' is not true, false or null")
+    assert Coalesce.from_dict([1]) == Unparsable("journal entry is list, not an object")

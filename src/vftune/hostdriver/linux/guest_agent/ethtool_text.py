@@ -33,6 +33,22 @@ class Coalesce:
         """The setting in rx-usecs terms: 1 (adaptive) whenever the adaptive flag is on."""
         return RX_USECS_ADAPTIVE if self.adaptive_rx else self.rx_usecs
 
+    def as_dict(self) -> dict[str, object]:
+        """For the write journal: {"rx_usecs": int, "adaptive_rx": bool | None}."""
+        return {"rx_usecs": self.rx_usecs, "adaptive_rx": self.adaptive_rx}
+
+    @staticmethod
+    def from_dict(obj: object) -> Coalesce | Unparsable:
+        """Back from a journal entry (which a crash may have left odd); never raises."""
+        if not isinstance(obj, dict):
+            return Unparsable(f"journal entry is {type(obj).__name__}, not an object")
+        usecs, flag = obj.get("rx_usecs"), obj.get("adaptive_rx")
+        if type(usecs) is not int or not 0 <= usecs <= RX_USECS_MAX:
+            return Unparsable(f"journal rx_usecs {usecs!r:.40} is not a number 0..{RX_USECS_MAX}")
+        if flag is not None and type(flag) is not bool:
+            return Unparsable(f"journal adaptive_rx {flag!r:.40} is not true, false or null")
+        return Coalesce(usecs, flag)
+
     def describe(self) -> str:
         flag = "" if self.adaptive_rx is None else f" adaptive-rx {'on' if self.adaptive_rx else 'off'}"
         return f"rx-usecs {self.rx_usecs}{flag}"
