@@ -619,3 +619,19 @@ def test_a_guest_command_that_outlives_its_deadline_is_a_timeout(real_agent: Age
         assert str(err.value) == "guest vm-web0: sleep 5: did not finish in time (it may still run in the guest)"
     finally:
         chan.close()
+
+
+def test_a_bug_in_a_job_costs_that_job_not_the_worker() -> None:
+    def connect(guest: str) -> AgentChannel:
+        raise RuntimeError("boom")
+
+    act = GuestAgentActuator(connect, limits=Limits(guest_min_interval_s=0.0))
+    try:
+        act.attach(VF)
+        status = ready(act)
+        assert status.actuator == "none" and status.reason == "guest vm-web0: internal error: RuntimeError: boom"
+        out = act.restore([RestoreEntry(VF, Coalesce(1, None))], deadline_s=WAIT_S)
+        assert out == [Applied(VF_PCI, "rx_usecs", 1, None, None, ok=False,
+                               error="guest vm-web0: internal error: RuntimeError: boom")]
+    finally:
+        act.close()

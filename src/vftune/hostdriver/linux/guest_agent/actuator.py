@@ -342,24 +342,35 @@ class GuestAgentActuator:
                         self._cond.wait(wait_s)
                     g.busy_since = self._clock()
                     task: Callable[[], Applied | None]
+                    wanted: int | None
                     if isinstance(job, _Restore):
                         g.restores.pop(0)
                         task = partial(self._do_restore, g, job.entry)
+                        vf, wanted = job.entry.vf, job.entry.original.effective_rx_usecs
                     else:
                         assert isinstance(job, _VfState)
                         g.next_start = g.busy_since + self.limits.guest_min_interval_s
-                        task = partial(self._do_job, g, job.vf, job.pending, job.original)
+                        vf, wanted = job.vf, job.pending
+                        task = partial(self._do_job, g, vf, wanted, job.original)
                         job.pending, job.needs_check = None, False
                 try:
                     result = task()
-                finally:
-                    with self._cond:
-                        g.busy_since = None
-                        if isinstance(job, _Restore):
-                            job.result = result
-                        elif result is not None and self._vfs.get(job.vf.pci) is job:
-                            self._results.append(result)
-                        self._cond.notify_all()
+                except Exception as exc:  # a bug costs one job, not the guest's worker
+                    log.exception("guest %s: %s: guest-agent job failed", g.name, vf.pci)
+                    g.channel, closing = None, g.channel
+                    if closing is not None:
+                        closing.close()
+                    error = f"guest {g.name}: internal error: {type(exc).__name__}: {exc}"
+                    if not isinstance(job, _Restore):
+                        self._settle(vf, error, usable=False, wrote=wanted is not None, ifname=None)
+                    result = None if wanted is None else _failed(vf, wanted, None, error)
+                with self._cond:
+                    g.busy_since = None
+                    if isinstance(job, _Restore):
+                        job.result = result
+                    elif result is not None and self._vfs.get(vf.pci) is job:
+                        self._results.append(result)
+                    self._cond.notify_all()
         finally:
             if g.channel is not None:
                 g.channel.close()
