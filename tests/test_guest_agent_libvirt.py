@@ -31,7 +31,7 @@ def test_qemu_agent_command_on_a_driver_without_agents_is_absent(conn) -> None: 
 
 
 def test_actuator_over_libvirt_reports_why_a_vf_has_no_actuator(conn) -> None:  # type: ignore[no-untyped-def]
-    act = GuestAgentActuator(libvirt_connector(conn), limits=Limits(call_timeout_s=1.0))
+    act = GuestAgentActuator(libvirt_connector(lambda: conn), limits=Limits(call_timeout_s=1.0))
     try:
         act.attach(GuestVf("0000:03:10.0", "test", "52:54:00:00:00:00"))
         act.attach(GuestVf("0000:03:10.2", "no-such-guest", "52:54:00:00:00:01"))
@@ -48,3 +48,9 @@ def test_actuator_over_libvirt_reports_why_a_vf_has_no_actuator(conn) -> None:  
         assert gone.reason.startswith("guest no-such-guest: Domain not found")
     finally:
         act.close()
+
+
+def test_no_libvirt_connection_is_absent() -> None:
+    with pytest.raises(AgentError) as err:
+        libvirt_connector(lambda: None)("vm-web0")
+    assert err.value.kind == "absent" and str(err.value) == "guest vm-web0: libvirt is not connected"

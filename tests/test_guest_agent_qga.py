@@ -635,3 +635,14 @@ def test_a_bug_in_a_job_costs_that_job_not_the_worker() -> None:
                                error="guest vm-web0: internal error: RuntimeError: boom")]
     finally:
         act.close()
+
+
+def test_a_vf_without_a_mac_is_not_matched_to_loopback(real_agent: Agent) -> None:
+    act, _ = actuator_for(real_agent.socket)
+    try:
+        act.attach(GuestVf(VF_PCI, GUEST, "00:00:00:00:00:00"))
+        status = ready(act)
+        assert status.actuator == "none" and status.ifname is None
+        assert status.reason.startswith(f"{VF_PCI}: the PF reports no usable MAC for this VF ('00:00:00:00:00:00')")
+    finally:
+        act.close()

@@ -4,7 +4,7 @@ For hosts whose guests run the stock ixgbevf: the host cannot reach the VF's ITR
 own `ethtool -C` can, through the guest agent (libvirt's qemuAgentCommand, or the agent's UNIX
 socket where libvirt is absent). Contract for the backend and the CLI:
 
-    act = GuestAgentActuator(libvirt_connector(conn) or socket_connector(path_for),
+    act = GuestAgentActuator(libvirt_connector(directory.connection) or socket_connector(path_for),
                              journal=hook, limits=Limits())
     act.attach(GuestVf(pci, guest_name, mac))   # inventory time, and again on the guest's
                                                 # start/restart or agent-connected event

@@ -19,6 +19,7 @@ least Limits.guest_min_interval_s apart (restores excepted).
 from __future__ import annotations
 
 import logging
+import re
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -48,6 +49,7 @@ from vftune.hostdriver.linux.guest_agent.protocol import (
 log = logging.getLogger("vftune.linux.guest_agent")
 
 ActuatorKind = Literal["guest-agent", "none"]
+_MAC = re.compile(r"[0-9a-fA-F]{2}(:[0-9a-fA-F]{2}){5}")
 SETTING = "rx_usecs"
 ETHTOOL = "ethtool"  # found on the guest agent's PATH
 # What a job needs from the agent; guests may disable any of them (RHEL's qemu-ga blocks guest-exec by default).
@@ -107,11 +109,15 @@ def socket_connector(path_for: Callable[[str], str | Path]) -> Callable[[str], A
     return lambda guest: UnixSocketChannel(path_for(guest), guest)
 
 
-def libvirt_connector(conn: Any) -> Callable[[str], AgentChannel]:
-    """Guests reached through libvirt's qemuAgentCommand on an open virConnect."""
+def libvirt_connector(connection: Callable[[], Any]) -> Callable[[str], AgentChannel]:
+    """Guests reached through libvirt's qemuAgentCommand. `connection()` gives the current
+    virConnect or None (GuestDirectory.connection: it changes when libvirtd restarts)."""
     import libvirt  # type: ignore[import-untyped, import-not-found]
 
     def connect(guest: str) -> AgentChannel:
+        conn = connection()
+        if conn is None:
+            raise AgentError("absent", f"guest {guest}: libvirt is not connected")
         try:
             return LibvirtChannel(conn.lookupByName(guest), guest)
         except libvirt.libvirtError as exc:
@@ -407,6 +413,11 @@ class GuestAgentActuator:
             raise _JobFailed(f"guest {g.name}: its guest agent (qemu-ga {version}) does not allow {', '.join(off)}")
 
     def _find(self, g: _Guest, vf: GuestVf, deadline: float) -> str:
+        if not _MAC.fullmatch(vf.mac) or vf.mac.replace(":", "").strip("0") == "":
+            # An all-zero VF MAC would match the guest's loopback; the VF's own is random then.
+            raise _JobFailed(f"{vf.pci}: the PF reports no usable MAC for this VF ({vf.mac!r}); give it one "
+                             "(libvirt <interface type='hostdev'> with <mac>, or ip link set PF vf N mac) so its "
+                             "interface in the guest can be found")
         left = deadline - time.monotonic()
         macs = hardware_addresses(self._channel(g), max(0.001, min(self.limits.call_timeout_s, left)))
         wanted = vf.mac.lower()
