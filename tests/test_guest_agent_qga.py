@@ -646,3 +646,19 @@ def test_a_vf_without_a_mac_is_not_matched_to_loopback(real_agent: Agent) -> Non
         assert status.reason.startswith(f"{VF_PCI}: the PF reports no usable MAC for this VF ('00:00:00:00:00:00')")
     finally:
         act.close()
+
+
+def test_restore_drops_a_write_still_queued(standin_agent: Agent) -> None:
+    act, channels = actuator_for(standin_agent.socket, [], Limits(guest_min_interval_s=3600.0))
+    rx = standin_agent.ethtool_dir / "vft0a.rx_usecs"
+    try:
+        act.attach(VF)
+        ready(act)  # the check holds the guest's slot for the next hour
+        assert act.submit(VF_PCI, 48).accepted
+        assert act.restore([RestoreEntry(VF, Coalesce(1, None))], WAIT_S) == [Applied(VF_PCI, "rx_usecs", 1, 1, 1)]
+        assert rx.read_text().strip() == "1"
+        assert channels[-1].sent["guest-exec"] == 1  # the restore's ethtool -c only
+        # Nothing is left to replace: the queued 48 is gone.
+        assert act.submit(VF_PCI, 64).reason == f"{VF_PCI}: queued"
+    finally:
+        act.close()

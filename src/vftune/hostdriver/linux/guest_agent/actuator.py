@@ -262,11 +262,15 @@ class GuestAgentActuator:
         backoff; returns within deadline_s with one Applied per entry (a guest that did not
         finish in time gets a failed one). A guest whose interface reads neither `expect` nor
         the original was changed by someone else since: it is left alone (ok, applied = what
-        it has). Attached VFs' journals are cleared, so a later write journals afresh."""
+        it has). Writes still queued for these VFs are dropped; attached VFs' journals are
+        cleared, so a later write journals afresh. Call it before close()."""
         slots = [_Restore(e) for e in entries]
         end = time.monotonic() + deadline_s
         with self._cond:
             for slot in slots:
+                state = self._vfs.get(slot.entry.vf.pci)
+                if state is not None:
+                    state.pending = None  # a write queued before stop must not land after the restore
                 self._worker(slot.entry.vf.guest).restores.append(slot)
             self._cond.notify_all()
             while any(s.result is None for s in slots):
