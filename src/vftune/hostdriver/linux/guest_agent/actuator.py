@@ -83,7 +83,9 @@ class Submitted:
 
 @dataclass(frozen=True)
 class VfAgentStatus:
-    actuator: ActuatorKind  # "guest-agent" once the agent answered and the VF's MAC was found
+    # "guest-agent": the agent answers, allows guest-exec, one interface has the VF's MAC and its
+    # coalescing could be read; "none" otherwise (reason says which part failed).
+    actuator: ActuatorKind
     reason: str  # one line: why, for `vftune status` and /v1/vfs
     ifname: str | None  # the interface inside the guest, as last found
     original: Coalesce | None  # the guest's own setting before vftune's first write
@@ -94,7 +96,7 @@ class VfAgentStatus:
 @dataclass(frozen=True)
 class RestoreEntry:
     """From the journal: put `original` back; `expect` is the rx-usecs vftune last saw applied
-    (None: restore whatever the guest has now)."""
+    (None: put `original` back whatever the guest has now)."""
 
     vf: GuestVf
     original: Coalesce
