@@ -111,6 +111,15 @@ class Agent:
     socket: Path
     proc: subprocess.Popen[bytes]
     ethtool_dir: Path
+    log: Path
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()  # a qemu-ga stuck past SIGTERM must not outlive the test
+            self.proc.wait(10)
 
 
 def start_qga(tmp_path: Path, ns: str, tag: str, standin: bool, *extra: str, path: str | None = None) -> Agent:
@@ -125,13 +134,15 @@ def start_qga(tmp_path: Path, ns: str, tag: str, standin: bool, *extra: str, pat
         env["PATH"] = f"{env.get('PATH', '/usr/bin:/bin')}:/usr/sbin:/sbin"
     if path is not None:
         env["PATH"] = path
-    proc = subprocess.Popen([IP, "netns", "exec", ns, str(QGA), "-m", "unix-listen", "-p", str(sock),
-                             "-t", str(state), "-f", str(tmp_path / f"{tag}.pid"), *extra],
-                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    log = tmp_path / f"{tag}.log"
+    with log.open("wb") as err:  # a file, not a pipe: a full pipe would stall qemu-ga
+        proc = subprocess.Popen([IP, "netns", "exec", ns, str(QGA), "-m", "unix-listen", "-p", str(sock),
+                                 "-t", str(state), "-f", str(tmp_path / f"{tag}.pid"), *extra],
+                                env=env, stdout=subprocess.DEVNULL, stderr=err)
     probe = UnixSocketChannel(sock, tag)
 
     def answers() -> bool:
-        assert proc.poll() is None, (proc.stderr.read() if proc.stderr else b"").decode()
+        assert proc.poll() is None, log.read_text()
         try:
             probe.command("guest-ping", None, 1.0)
             return True
@@ -141,15 +152,14 @@ def start_qga(tmp_path: Path, ns: str, tag: str, standin: bool, *extra: str, pat
         wait_for(answers, "qemu-ga to answer guest-ping")
     finally:
         probe.close()
-    return Agent(sock, proc, etdir)
+    return Agent(sock, proc, etdir, log)
 
 
 @pytest.fixture
 def real_agent(tmp_path: Path, guest_ns: str) -> Iterator[Agent]:
     agent = start_qga(tmp_path, guest_ns, "real", standin=False)
     yield agent
-    agent.proc.terminate()
-    agent.proc.wait(10)
+    agent.stop()
 
 
 @pytest.fixture
@@ -157,8 +167,7 @@ def standin_agent(tmp_path: Path, guest_ns: str) -> Iterator[Agent]:
     agent = start_qga(tmp_path, guest_ns, "standin", standin=True)
     (agent.ethtool_dir / "vft0a.rx_usecs").write_text("1\n")  # ixgbevf's default: adaptive
     yield agent
-    agent.proc.terminate()
-    agent.proc.wait(10)
+    agent.stop()
 
 
 class Counting:
@@ -587,8 +596,7 @@ def test_a_guest_that_blocks_guest_exec_is_reported_at_attach(tmp_path: Path, gu
         assert channels[-1].sent["guest-exec"] == 0
     finally:
         act.close()
-        agent.proc.terminate()
-        agent.proc.wait(10)
+        agent.stop()
 
 
 def test_a_guest_without_ethtool_is_a_clear_failure(tmp_path: Path, guest_ns: str) -> None:
@@ -606,8 +614,7 @@ def test_a_guest_without_ethtool_is_a_clear_failure(tmp_path: Path, guest_ns: st
         assert status is not None and status.actuator == "none" and status.reason == a.error
     finally:
         act.close()
-        agent.proc.terminate()
-        agent.proc.wait(10)
+        agent.stop()
 
 
 def test_a_guest_command_that_outlives_its_deadline_is_a_timeout(real_agent: Agent) -> None:
