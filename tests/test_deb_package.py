@@ -156,6 +156,9 @@ def test_etc_files_are_conffiles(package: Package) -> None:
     assert "/etc/default/vftune" in conffiles
     assert "/etc/libvirt/hooks/qemu.d/vftune" in conffiles
     assert (package.tree / "etc/vftune").is_dir()
+    default_config = REPO / "docs/vftune.toml"
+    if default_config.exists():  # the package's default config, once the repository has one
+        assert (package.tree / "etc/vftune/vftune.toml").read_text() == default_config.read_text()
     assert "VFTUNE_ARGS=" in (package.tree / "etc/default/vftune").read_text()
 
 
