@@ -90,6 +90,7 @@ def render() -> str:
     summary = inspect.cleandoc(cli.help or "").splitlines()[0].rstrip(".")
     out = [
         f'.TH VFTUNE 1 "{date}" "vftune {version("vftune")}" "User Commands"',
+        ".nh",  # no hyphenation: options and paths must stay copy-pasteable
         ".SH NAME",
         "vftune \\- " + text(summary[0].lower() + summary[1:]),
         ".SH SYNOPSIS",
@@ -117,8 +118,9 @@ def render() -> str:
         out += [".TP", "\\fI" + path.replace("-", "\\-") + "\\fR", what]
     out += [
         ".SH SHELL COMPLETION",
-        "Bash completion is installed with the package; for another shell, add",
-        "\\fBeval \"$(_VFTUNE_COMPLETE=zsh_source vftune)\"\\fR (or \\fBfish_source\\fR) to its startup file.",
+        "The package installs completion for bash, zsh and fish. Without it, add",
+        '\\fBeval "$(_VFTUNE_COMPLETE=bash_source vftune)"\\fR to \\fI~/.bashrc\\fR',
+        "(\\fBzsh_source\\fR for \\fI~/.zshrc\\fR).",
         ".SH SEE ALSO",
         "\\fBsystemctl\\fR(1), \\fBjournalctl\\fR(1), \\fBvirsh\\fR(1), \\fBethtool\\fR(8)",
     ]

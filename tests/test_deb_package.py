@@ -44,7 +44,12 @@ class Package:
         venv = self.tree / PREFIX
         return subprocess.run(
             [str(venv / "bin/python"), str(venv / "bin/vftune"), *args],
-            capture_output=True, text=True, timeout=60, cwd=self.tree, env=env or clean_env(),
+            check=False,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            cwd=self.tree,
+            env=env or clean_env(),
         )
 
 
@@ -60,7 +65,11 @@ def package(tmp_path_factory: pytest.TempPathFactory) -> Package:
     out = tmp_path_factory.mktemp("deb")
     built = subprocess.run(
         [str(REPO / "scripts/build-deb"), str(out / "dist")],
-        capture_output=True, text=True, timeout=600, cwd=REPO,
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=REPO,
     )
     assert built.returncode == 0, built.stderr
     deb = Path(built.stdout.strip().splitlines()[-1])
@@ -71,7 +80,7 @@ def package(tmp_path_factory: pytest.TempPathFactory) -> Package:
 
 
 def project_version() -> str:
-    return tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["version"]
+    return str(tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["version"])
 
 
 def control_fields(package: Package) -> dict[str, str]:
@@ -89,7 +98,7 @@ def site_packages(package: Package) -> Path:
 
 
 def test_lintian_reports_no_errors_or_warnings(package: Package) -> None:
-    result = subprocess.run(["lintian", str(package.deb)], capture_output=True, text=True, timeout=300)
+    result = subprocess.run(["lintian", str(package.deb)], check=False, capture_output=True, text=True, timeout=300)
     tags = [line for line in result.stdout.splitlines() if re.match(r"[EW]: ", line)]
     assert tags == [], "\n".join(tags)
     assert result.returncode == 0, result.stdout + result.stderr
@@ -103,7 +112,11 @@ def test_packaged_vftune_runs_from_the_unpacked_tree(package: Package) -> None:
     python = package.tree / PREFIX / "bin/python"
     where = subprocess.run(
         [str(python), "-c", "import vftune; print(vftune.__file__)"],
-        capture_output=True, text=True, cwd=package.tree, env=clean_env(), check=True,
+        capture_output=True,
+        text=True,
+        cwd=package.tree,
+        env=clean_env(),
+        check=True,
     )
     assert Path(where.stdout.strip()).is_relative_to(site_packages(package))
     inventory = package.run_vftune("inventory", "--sysfs-root", str(package.tree / "no-such-sysfs"), "--json")
@@ -129,7 +142,11 @@ def test_libvirt_comes_from_debian_not_a_compiled_copy(package: Package) -> None
     python = package.tree / PREFIX / "bin/python"
     found = subprocess.run(
         [str(python), "-c", "import libvirt; print(libvirt.__file__)"],
-        capture_output=True, text=True, cwd=package.tree, env=clean_env(),
+        check=False,
+        capture_output=True,
+        text=True,
+        cwd=package.tree,
+        env=clean_env(),
     )
     assert found.returncode == 0, found.stderr
     assert found.stdout.strip() == "/usr/lib/python3/dist-packages/libvirt.py"
@@ -189,7 +206,7 @@ def test_maintainer_scripts_stop_the_agent_and_purge_state(package: Package) -> 
     assert "daemon-reload" in postinst
     assert "rm -rf /var/lib/vftune" in postrm.split("purge)")[1]
     for script in ("postinst", "prerm", "postrm"):
-        assert subprocess.run(["sh", "-n", str(package.control / script)]).returncode == 0
+        assert subprocess.run(["sh", "-n", str(package.control / script)], check=False).returncode == 0
 
 
 def test_no_bytecode_or_pip_shipped(package: Package) -> None:
@@ -208,7 +225,10 @@ def test_man_page_documents_every_command_and_renders_cleanly(package: Package) 
     if shutil.which("man") is None:
         pytest.skip("man is not installed")
     rendered = subprocess.run(
-        ["man", "--warnings", "-l", str(page)], capture_output=True, text=True,
+        ["man", "--warnings", "-l", str(page)],
+        check=False,
+        capture_output=True,
+        text=True,
         env={**clean_env(), "MANWIDTH": "100", "LC_ALL": "C.UTF-8"},
     )
     assert rendered.returncode == 0
@@ -233,7 +253,7 @@ def test_bash_completion_completes_subcommands_and_options(package: Package, tmp
             '_vftune_completion vftune; printf "%s\\n" "${COMPREPLY[@]}"'
         )
         env = {**clean_env(), "PATH": f"{bin_dir}:/usr/bin:/bin"}
-        done = subprocess.run(["bash", "-c", script], capture_output=True, text=True, env=env, timeout=60)
+        done = subprocess.run(["bash", "-c", script], check=False, capture_output=True, text=True, env=env, timeout=60)
         assert done.returncode == 0, done.stderr
         return done.stdout.split()
 
