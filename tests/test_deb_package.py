@@ -41,7 +41,7 @@ class Package:
     tree: Path  # dpkg-deb -x of the package
     control: Path  # dpkg-deb -e of the package
 
-    def run_vftune(self, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    def run_vftune(self, *args: str) -> subprocess.CompletedProcess[str]:
         venv = self.tree / PREFIX
         return subprocess.run(
             [str(venv / "bin/python"), str(venv / "bin/vftune"), *args],
@@ -50,7 +50,7 @@ class Package:
             text=True,
             timeout=60,
             cwd=self.tree,
-            env=env or clean_env(),
+            env=clean_env(),
         )
 
 
@@ -74,7 +74,8 @@ def package(tmp_path_factory: pytest.TempPathFactory) -> Package:
     )
     assert built.returncode == 0, built.stderr
     deb = Path(built.stdout.strip().splitlines()[-1])
-    assert deb.name == f"vftune_{project_version()}_amd64.deb"
+    arch = subprocess.run(["dpkg", "--print-architecture"], check=True, capture_output=True, text=True).stdout.strip()
+    assert deb.name == f"vftune_{project_version()}_{arch}.deb"
     subprocess.run(["dpkg-deb", "-x", str(deb), str(out / "tree")], check=True)
     subprocess.run(["dpkg-deb", "-e", str(deb), str(out / "control")], check=True)
     return Package(deb, out / "tree", out / "control")
