@@ -53,3 +53,40 @@ def sweep_command(scenario: str, seed: int, at: float, as_json: bool) -> None:
         table.add_row(str(p["itr"]), f"{p['throughput_bps'] / 1e9:.3f}", f"{p['cpu']:.3f}",
                       f"{p['interrupts_per_s']:.0f}", style=style)
     Console().print(table)
+
+
+@command.command("validate")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
+def validate_command(as_json: bool) -> None:
+    """Run the model against published measurements (Geist et al., Wu & Wang, Salah & Qahtan).
+
+    Every row names its source, the quantity, the published and the simulated value, the
+    tolerance, and whether the row calibrated the model or was held out to validate it.
+    Exits 1 if any row fails.
+    """
+    from vftune.sim.validate import exit_code, run
+
+    rows = run()
+    code = exit_code(rows)
+    failed = sum(1 for r in rows if r.verdict == "FAIL")
+    if as_json:
+        click.echo(json.dumps({"rows": [r.as_dict() for r in rows], "passed": len(rows) - failed,
+                               "failed": failed, "exit": code}))
+        raise SystemExit(code)
+    table = Table(title="vftune sim validate: the simulator against published measurements", show_lines=False)
+    for heading in ("source", "quantity", "published", "simulated", "tolerance", "role", "verdict"):
+        table.add_column(heading, overflow="fold")
+    previous = None
+    for r in rows:
+        source = r.source.split(",")[0]
+        table.add_row(source if source != previous else "", r.quantity, r.published, r.simulated, r.tolerance,
+                      r.role, r.verdict, style="red" if r.verdict == "FAIL" else None)
+        previous = source
+    console = Console() if Console().is_terminal else Console(width=200)
+    console.print(table)
+    for r in rows:
+        if r.verdict == "FAIL" and r.detail:
+            console.print(f"FAIL {r.source.split(',')[0]}: {r.quantity}: {r.detail}")
+    console.print(f"{len(rows)} rows: {len(rows) - failed} PASS, {failed} FAIL "
+                  f"({sum(1 for r in rows if r.role == 'calibration')} calibration)")
+    raise SystemExit(code)
