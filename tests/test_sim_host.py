@@ -10,7 +10,7 @@ from vftune.hostdriver.base import ITR_MAX_RATE, ITR_MIN_RATE, HostDriver, quant
 from vftune.sim.adaptive import CLASS_RATES, BULK, LOW, LOWEST, AdaptiveItr, next_class
 from vftune.sim.engine import COUNTER_REFRESH_S
 from vftune.sim.host import SimHost
-from vftune.sim.scenarios import PAPER_HOST_CPUS
+from vftune.sim.scenarios import build
 
 INF = float("inf")
 
@@ -217,7 +217,7 @@ def test_snapshot_cpu_accounting() -> None:
     a = h.snapshot()
     h.sleep(10)
     b = h.snapshot()
-    assert b.host_cpus == PAPER_HOST_CPUS and set(b.guest_cpu) == {"vm1", "vm2", "vm3"}
+    assert b.host_cpus == build("paper-3vm").host_cpus and set(b.guest_cpu) == {"vm1", "vm2", "vm3"}
     for name in b.guest_cpu:
         used = (b.guest_cpu[name] - a.guest_cpu[name]) / 10
         assert 0.1 < used <= 2.0  # at most its 2 vCPUs

@@ -79,6 +79,8 @@ def _open_host(sim: str | None, seed: int, speed: float, sysfs_root: str, procfs
 @click.command("run")
 @click.option("--sim", "sim", is_flag=False, flag_value=DEFAULT_SCENARIO, default=None, metavar="[SCENARIO]",
               help=f"Run on the simulated host (scenario default: {DEFAULT_SCENARIO}; see `vftune sim list`).")
+@click.option("--scenario-file", "scenario_files", multiple=True, metavar="PATH",
+              help="Run on the simulated host described by this TOML file (docs/scenarios.md).")
 @click.option("--speed", type=float, default=1.0, show_default=True,
               help="Simulated seconds per wall second (sim only).")
 @click.option("--seed", type=int, default=0, show_default=True, help="Simulator seed.")
@@ -98,7 +100,7 @@ def _open_host(sim: str | None, seed: int, speed: float, sysfs_root: str, procfs
               help="libvirt connection for guest ownership (linux backend); 'none' to skip.")
 @click.option("--log-level", type=click.Choice(["debug", "info", "warning", "error"]), default="info",
               show_default=True)
-def command(sim: str | None, speed: float, seed: int, run_for: float | None, db: str, listen: str,
+def command(sim: str | None, scenario_files: tuple[str, ...], speed: float, seed: int, run_for: float | None, db: str, listen: str,
             interval: float, policy: str, pf_mode: str, retention: float, sysfs_root: str,
             procfs_root: str, libvirt_uri: str, log_level: str) -> None:
     """Run the agent and its API until stopped; every value it wrote is restored on stop."""
@@ -117,6 +119,12 @@ def command(sim: str | None, speed: float, seed: int, run_for: float | None, db:
         policy_factory, pf_factory = vf_policy(policy), pf_controller(pf_mode)
     except ValueError as exc:
         fail(str(exc), 2)
+    if scenario_files:
+        from vftune.cli.sim import register_scenario_files
+
+        if len(scenario_files) > 1:
+            fail(f"--scenario-file: one host at a time, got {len(scenario_files)} files", 2)
+        sim = register_scenario_files(scenario_files)[0]
     if sim is not None:
         from vftune.sim.scenarios import SCENARIOS
 

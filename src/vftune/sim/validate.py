@@ -16,10 +16,10 @@ Testbeds (every parameter is the testbed's or its era's default, not a fit):
   tcp_rmem max 174760 of which tcp_adv_win_scale = 2 advertises 3/4; base RTT 60 us. NFS over
   UDP: 8 kB reads (rsize 8192) of a ~120-byte call, 16 RPCs in flight (the sunrpc UDP slot
   table's default), 40 us server time.
-- Wu & Wang, "A heuristic interrupt coalescing algorithm for SR-IOV": 82599 10 GbE, a 2.3 GHz
-  Xeon E5-2699 (18 cores), KVM guests of 2 vCPUs running CentOS 6 (Linux 2.6.32: tcp_rmem max
-  4194304, tcp_adv_win_scale 2), no posted interrupts; netperf streams of 15000-byte messages
-  (1500-byte segments) and of 512-byte packets; the guests' default is ixgbevf's adaptive ITR.
+- Wu & Wang, "A heuristic interrupt coalescing algorithm for SR-IOV": the built-in paper-*
+  scenarios (82599 10 GbE, a 2.3 GHz Xeon E5-2699 with 18 cores, KVM guests of 2 vCPUs running
+  CentOS 6 with tcp_rmem max 4 MB, no posted interrupts; netperf streams of 15000-byte messages
+  as 1500-byte segments and of 512-byte packets); the guests' default is ixgbevf's adaptive ITR.
 - Salah & Qahtan, "Implementation and experimental performance evaluation of a hybrid
   interrupt-handling scheme": 3.2 GHz Pentium 4 receiver (ipc 1.0), 64-byte UDP, a user-level
   receiver (ITGRecv) making one call per datagram, NAPI budget 300 (stock 2.6.15) and 2;
@@ -28,7 +28,7 @@ Testbeds (every parameter is the testbed's or its era's default, not a fit):
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass
 from typing import Callable
 
 import numpy as np
@@ -193,24 +193,13 @@ def _geist_cost_fit() -> Row:
 WU_WANG = "Wu & Wang, A heuristic interrupt coalescing algorithm for SR-IOV"
 
 
-def _wu_wang_spec(n_vms: int, packet_bytes: int):  # -> HostSpec
-    from vftune.sim.scenarios import vm
-    from vftune.sim.workload import HostSpec, VfSlot
-
-    name = f"wu-wang-{n_vms}x{packet_bytes}"
-    vms = tuple(vm(name, f"vm{i + 1}") for i in range(n_vms))
-    vfs = tuple(VfSlot(0, i, vms[i].name, (Stream(packet_bytes=packet_bytes, rtt_s=60e-6),)) for i in range(n_vms))
-    return HostSpec(name, 18, vms, vfs, num_pfs=1, cpu_ghz=2.3, tcp_rmem_max=4_194_304)
-
-
 def _wu_wang_sim(n_vms: int, packet_bytes: int):  # -> HostSim
+    """The built-in paper scenario for this size (their testbed), without noise."""
     from vftune.sim.engine import HostSim
-    from vftune.sim.model import ADV_WIN_FRACTION
+    from vftune.sim.scenarios import build
 
-    sim = HostSim(_wu_wang_spec(n_vms, packet_bytes), 0, noise=False)
-    # CentOS 6 (2.6.32) advertises 3/4 of the buffer (tcp_adv_win_scale 2), not today's half.
-    sim.platform = replace(sim.platform, tcp_window_max=sim.platform.tcp_window_max / ADV_WIN_FRACTION * 0.75)
-    return sim
+    name = "paper-3vm" if packet_bytes > 512 else ("paper-3vm-512" if n_vms == 3 else f"paper-{n_vms}vm")
+    return HostSim(build(name, 0), 0, noise=False)
 
 
 def _host_figures(sim, itrs: list[int]) -> tuple[float, float]:  # noqa: ANN001
