@@ -49,6 +49,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from vftune.sim.costs import (
     APP_CALL_PACKETS,
@@ -126,8 +127,7 @@ def platform_for(spec: HostSpec) -> Platform:
 DEFAULT_PLATFORM = Platform()
 
 
-@dataclass(frozen=True)
-class VfInput:
+class VfInput(NamedTuple):  # a tuple: built for every VF at every step, so it must be cheap
     workload: Workload
     itr: float  # the rate the vector is throttled to now (interrupts/s; 1/delay for Pro/1000)
     capacity: float  # CPU seconds per second its receive vCPU can spend
@@ -135,8 +135,7 @@ class VfInput:
     blackout: bool = False  # the port is resetting
 
 
-@dataclass(frozen=True)
-class VfRates:
+class VfRates(NamedTuple):
     rx_pps: float
     rx_Bps: float  # frame bytes/s as the VF counters count them
     tx_pps: float
@@ -206,7 +205,9 @@ def line_payload_Bps(packet_bytes: float, line_rate_bps: float = LINE_RATE_BPS) 
 
 
 def gro_merge(packets_per_poll: float, plat: Platform) -> float:
-    return max(1.0, min(packets_per_poll, GRO_MAX_SEGS)) if plat.gro else 1.0
+    if not plat.gro or packets_per_poll <= 1.0:
+        return 1.0
+    return packets_per_poll if packets_per_poll < GRO_MAX_SEGS else float(GRO_MAX_SEGS)
 
 
 def _tcp_segment_s(s: float, merge: float, plat: Platform) -> float:
@@ -306,6 +307,20 @@ def _packets(payload: int, mtu: int) -> int:
     return max(1, math.ceil(payload / (mtu - TCPIP_HEADERS)))
 
 
+def _latency_bound_tps(k: float, base: float, rx_pkts: int, interval: float, timer: str) -> float:
+    """Transactions/s of k in flight when each takes `base` plus the request's coalescing wait.
+
+    Little's law x = k / (base + wait(x)) with wait() as in `wait` for requests arriving at
+    x * rx_pkts per second; multiplying out the wait's denominator leaves a quadratic in x.
+    """
+    a = rx_pkts * interval  # requests' packets per interval, per transaction/s
+    if timer == "absolute":  # wait = I (1 + a x / 2) / (1 + a x)
+        qa, qb = base * a + interval * a / 2.0, base + interval - k * a
+    else:  # wait = I * (a x) / (1 + a x) / 2
+        qa, qb = base * a + interval * a / 2.0, base - k * a
+    return (-qb + math.sqrt(qb * qb + 4.0 * qa * k)) / (2.0 * qa)
+
+
 def _rr(w: RequestResponse, vf: VfInput, plat: Platform, rx_wire_bps: float, tx_wire_bps: float) -> VfRates:
     if vf.capacity <= 0.0:
         return ZERO
@@ -328,17 +343,18 @@ def _rr(w: RequestResponse, vf: VfInput, plat: Platform, rx_wire_bps: float, tx_
     wire_s = max(rx_wire_per_txn, tx_wire_per_txn) / line_bps
     base = w.rtt_s + wire_s + per_txn / vf.capacity
     concurrency = w.concurrency * vf.load_factor
-    tps = concurrency / (base + 0.5 / itr)
-    mean_wait = p99_wait = 0.0
+    tps = min(_latency_bound_tps(concurrency, base, rx_pkts, 1.0 / itr, plat.timer), tps_line)
     ints = 0.0
-    for _ in range(6):  # the wait depends on the event rate, which depends on the wait
-        events = tps * events_per_txn
-        timer = fired(events, itr)
+    for _ in range(10):  # the CPU bound depends on the interrupt rate, which depends on tps
+        timer = fired(tps * events_per_txn, itr)
         ints = napi_interrupts(timer, vf.capacity, tps * per_txn, ci) if plat.napi else timer
-        mean_wait, p99_wait = wait(tps * rx_pkts, itr, plat.timer)
-        tps_latency = concurrency / (base + mean_wait)
         tps_cpu = max(0.0, vf.capacity - ints * ci) / per_txn
-        tps = 0.5 * tps + 0.5 * min(tps_latency, tps_cpu, tps_line)
+        if tps_cpu >= tps * 0.9999:
+            break
+        # Under NAPI a saturated guest takes no interrupts: one step lands on the bound. Without
+        # NAPI fewer transactions mean fewer interrupts: halve the way to the fixed point.
+        tps = tps_cpu if plat.napi else 0.5 * (tps + tps_cpu)
+    mean_wait, p99_wait = wait(tps * rx_pkts, itr, plat.timer)
     latency = concurrency / tps if tps > 0 else INF  # Little's law: queueing when CPU or link bound
     p99 = latency - mean_wait + p99_wait
     return VfRates(
