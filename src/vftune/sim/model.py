@@ -281,7 +281,9 @@ def _stream(w: Stream, vf: VfInput, plat: Platform, link_wire_bps: float) -> VfR
             app_cpu = max(LIVELOCK_FLOOR * cap, cap - kernel)
         delivered_pps = min(processed, app_cpu / app_per)
         delivered = delivered_pps * s
-        pps = delivered_pps  # the VF counters count what the guest took off the ring
+        # The VF counters count what the guest took off the ring; what its socket then drops
+        # for want of a reader never reaches the application.
+        pps = processed
         guest_cpu = min(cap, kernel + delivered_pps * app_per)
         ack_pps = 0.0
         offered = arrivals
