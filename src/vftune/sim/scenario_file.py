@@ -95,6 +95,8 @@ class _Checker:
             return default
         value = doc[key]
         name = f"{where}{key}"
+        if isinstance(value, float) and value.is_integer():
+            value = int(value)  # 2.0 means 2
         if isinstance(value, bool) or not isinstance(value, int):
             raise self.fail(name, value, "must be a whole number")
         if not low <= value <= high:
@@ -243,7 +245,7 @@ def parse(text: str, path: str) -> ScenarioFile:
         raise c.fail("name", None, "is required")
     name = c.text(doc, "name", "", None) or ""
     description = c.text(doc, "description", "", "") or ""
-    duration = c.number(doc, "duration_s", "", None, low=60.0)
+    duration = c.number(doc, "duration_s", "", None, low=10.0)
     cycle = c.number(doc, "cycle_s", "", None, above=0.0)
     h = c.table(doc.get("host", {}), "host", HOST_KEYS)
     host: dict[str, Any] = {
