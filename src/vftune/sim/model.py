@@ -420,14 +420,23 @@ def water_fill(capacity: float, demands: list[float]) -> list[float]:
     return shares
 
 
-def share_port(vfs: list[VfInput], host_rx_wire_bps: float,
-               plat: Platform = DEFAULT_PLATFORM) -> tuple[list[VfRates], float]:
+def share_port(vfs: list[VfInput], host_rx_wire_bps: float, plat: Platform = DEFAULT_PLATFORM,
+               memo: dict[VfInput, VfRates] | None = None) -> tuple[list[VfRates], float]:
     """All VFs of one port and its host traffic: what each gets of the line rate each way.
 
-    Returns the VFs' rates and the host traffic's rx wire share in bits/s.
+    Returns the VFs' rates and the host traffic's rx wire share in bits/s. `memo` keeps the
+    unconstrained rates of inputs seen before (the engine clears it every simulated second).
     """
     line = plat.line_rate_bps
-    first = [vf_rates(vf, plat=plat) for vf in vfs]
+    if memo is None:
+        first = [vf_rates(vf, plat=plat) for vf in vfs]
+    else:
+        first = []
+        for vf in vfs:
+            r = memo.get(vf)
+            if r is None:
+                r = memo[vf] = vf_rates(vf, plat=plat)
+            first.append(r)
     rx_demand = [r.rx_wire_bps for r in first] + [host_rx_wire_bps]
     tx_demand = [r.tx_wire_bps for r in first]
     if sum(rx_demand) <= line and sum(tx_demand) <= line:
