@@ -34,9 +34,8 @@ def command(scenarios: tuple[str, ...], files: tuple[str, ...], policies: tuple[
     time); the same seed gives every policy the same host, load and noise.
     """
     from vftune.bench import POLICIES, run, targets
-    from vftune.sim.scenarios import SCENARIOS
-
     from vftune.cli.sim import register_scenario_files
+    from vftune.sim.scenarios import SCENARIOS
 
     scenarios = scenarios + tuple(register_scenario_files(files))
     for name in scenarios:

@@ -51,7 +51,7 @@ class Costs:
     per_packet_s: float
     per_interrupt_s: float
 
-    def scaled(self, factor: float) -> "Costs":
+    def scaled(self, factor: float) -> Costs:
         return Costs(self.per_byte_s * factor, self.per_packet_s * factor, self.per_interrupt_s * factor)
 
     def seconds(self, n_bytes: float, n_packets: float, n_interrupts: float) -> float:

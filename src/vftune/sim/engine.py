@@ -28,7 +28,14 @@ import numpy as np
 from vftune.sim.adaptive import AdaptiveItr
 from vftune.sim.model import VfInput, VfRates, platform_for, share_port
 from vftune.sim.noise import NoiseStream, NoNoise
-from vftune.sim.pfmode import STOCK_BUDGET, HostRx, HybridSwitch, cliff_pps, host_rx, pf_itr_cap
+from vftune.sim.pfmode import (
+    STOCK_BUDGET,
+    HostRx,
+    HybridSwitch,
+    cliff_pps,
+    host_rx,
+    pf_itr_cap,
+)
 from vftune.sim.workload import HostSpec, Idle, frame_bytes, wire_bytes
 
 COUNTER_REFRESH_S = 2.0  # ixgbe's service task copies VF counters this often
@@ -90,6 +97,8 @@ class HostSim:
         self.t = 0.0
         self.vfs = [VfState() for _ in spec.vfs]
         self.pfs = [PfState() for _ in range(spec.num_pfs)]
+        self.vf_noise: list[NoiseStream | NoNoise]
+        self.pf_noise: list[NoiseStream | NoNoise]
         if noise:
             self.vf_noise = [NoiseStream(seed, i, spec.noise_sigma, spec.burst_gain) for i in range(len(spec.vfs))]
             self.pf_noise = [NoiseStream(seed, PF_NOISE_STREAM + p, spec.noise_sigma, spec.burst_gain)

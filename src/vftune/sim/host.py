@@ -39,7 +39,7 @@ from vftune.hostdriver.base import (
 )
 from vftune.sim.engine import COUNTER_REFRESH_S, RESET_BLACKOUT_S, HostSim
 from vftune.sim.layout import PF_DEVICE_ID, PF_DRIVER, pf_name, pf_pci, vf_pci
-from vftune.sim.pfmode import HYBRID_DEFAULT_BUDGET
+from vftune.sim.pfmode import HYBRID_DEFAULT_BUDGET, STOCK_BUDGET
 from vftune.sim.scenarios import build
 from vftune.sim.workload import MAX_VFS_PER_PF
 
@@ -252,12 +252,12 @@ class SimHost(HostDriver):
                     restored.append(Applied(target, setting, old, was, state.itr_request))
                 elif setting == "rx_mode":
                     state_pf = self.sim.pfs[self._pf_names.index(target)]
-                    mode, budget, cliff = old  # type: ignore[misc]
-                    was = state_pf.rx_mode
+                    mode, budget, cliff = old if isinstance(old, tuple) else (old, STOCK_BUDGET, None)
+                    was_mode = state_pf.rx_mode
                     state_pf.rx_mode, state_pf.napi_budget, state_pf.cliff_pps = mode, budget, cliff
                     if mode != "hybrid":
                         state_pf.mode_in_force = mode
-                    restored.append(Applied(target, setting, mode, was, mode))
+                    restored.append(Applied(target, setting, mode, was_mode, mode))
                 else:
                     p = self._pf_names.index(target)
                     was = self.sim.pfs[p].rx_usecs

@@ -85,6 +85,9 @@ ACK_BYTES = 52
 INF = float("inf")
 
 
+DEFAULT_STACK = cpu_costs(2.6)
+
+
 @dataclass(frozen=True)
 class Platform:
     """What the physics needs to know about the host: NIC, CPU and kernel."""
@@ -94,7 +97,7 @@ class Platform:
     ring: int = 512
     napi: bool = True
     gro: bool = True
-    stack: Costs = cpu_costs(2.6)
+    stack: Costs = DEFAULT_STACK
     irq_exit_s: float = EXITS_PER_INTERRUPT * cycles_s(EXIT_CYCLES, 2.6)
     host_irq_s: float = cycles_s(HOST_IRQ_CYCLES, 2.6)
     tcp_window_max: float = 6_291_456 * ADV_WIN_FRACTION

@@ -9,9 +9,11 @@ tuners are not judged on one exact instance.
 
 from __future__ import annotations
 
+import math
 import tomllib
 import uuid
 from dataclasses import dataclass
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -80,7 +82,7 @@ class _Checker:
             return default
         value = doc[key]
         name = f"{where}{key}"
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
             raise self.fail(name, value, "must be a number")
         if above is not None and not value > above:
             raise self.fail(name, value, f"must be more than {above:g}")
@@ -176,7 +178,7 @@ class ScenarioFile:
         slots = []
         counters = [0] * self.host["ports"]
         for v, vf in enumerate(self.vfs):
-            workloads = []
+            workloads: list[Workload] = []
             for start in starts:
                 current = [i for i, p in enumerate(vf.phases) if p.at_s <= start]
                 if not current:
@@ -299,16 +301,16 @@ def parse(text: str, path: str) -> ScenarioFile:
         where = f"pf[{i}]."
         c.table(raw, f"pf[{i}]", PF_KEYS)
         port = c.integer(raw, "port", where, 0, 0, host["ports"] - 1)
-        phases = []
+        pf_phases: list[PfPhaseDef] = []
         for k, p in enumerate(c.tables(raw, "phase", where)):
             pw = f"{where}phase[{k}]."
             c.table(p, f"{where}phase[{k}]", PF_PHASE_KEYS)
             at = _at(c, p, pw, cycle)
-            phases.append(PfPhaseDef(at, c.number(p, "pps", pw, 0.0, low=0.0, high=1e8) or 0.0,
-                                     c.integer(p, "packet_bytes", pw, 1500, 46, 9000),
-                                     c.flag(p, "constant_rate", pw, False)))
-        _ordered(c, [p.at_s for p in phases], where)
-        pfs.append((port, tuple(phases)))
+            pf_phases.append(PfPhaseDef(at, c.number(p, "pps", pw, 0.0, low=0.0, high=1e8) or 0.0,
+                                        c.integer(p, "packet_bytes", pw, 1500, 46, 9000),
+                                        c.flag(p, "constant_rate", pw, False)))
+        _ordered(c, [p.at_s for p in pf_phases], where)
+        pfs.append((port, tuple(pf_phases)))
     return ScenarioFile(name, description, path, duration, cycle, host, sigma, burst, tuple(guests), tuple(vfs),
                         tuple(pfs))
 
@@ -321,7 +323,7 @@ def _at(c: _Checker, p: dict[str, Any], where: str, cycle: float | None) -> floa
 
 
 def _ordered(c: _Checker, starts: list[float], where: str) -> None:
-    for k, (a, b) in enumerate(zip(starts, starts[1:])):
+    for k, (a, b) in enumerate(pairwise(starts)):
         if b <= a:
             raise c.fail(f"{where}phase[{k + 1}].at_s", b, "phases must start in increasing order")
 

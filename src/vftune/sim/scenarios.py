@@ -14,10 +14,10 @@ and a kernel without IRQ_TIME_ACCOUNTING.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import Callable
 
 from vftune.sim.scenario_file import ScenarioError, ScenarioFile, load, parse
 from vftune.sim.workload import HostSpec

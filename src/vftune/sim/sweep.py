@@ -19,8 +19,8 @@ from dataclasses import dataclass
 
 from vftune.hostdriver.base import ITR_MAX_RATE, ITR_MIN_RATE, ITR_STEP_US, quantize_itr
 from vftune.sim.engine import HostRates, HostSim
-from vftune.sim.model import VfRates
 from vftune.sim.layout import vf_pci
+from vftune.sim.model import VfRates
 from vftune.sim.scenarios import build, get_scenario
 from vftune.sim.workload import HostSpec, RequestResponse, Stream
 
@@ -67,13 +67,13 @@ def best_point(points: list[dict], tolerance: float = TIE_TOLERANCE) -> int:
 
 def _rr_latency(rates: list[VfRates]) -> dict[str, float]:
     """Request/response VFs' response time: the transaction-weighted mean and the worst p99."""
-    rr = [r for r in rates if r.latency_mean_s is not None and r.latency_p99_s is not None and r.tx_pps > 0]
+    rr = [(r.latency_mean_s, r.latency_p99_s, r.tx_pps) for r in rates
+          if r.latency_mean_s is not None and r.latency_p99_s is not None and r.tx_pps > 0]
     if not rr:
         return {}
-    weight = sum(r.tx_pps for r in rr)
-    mean = sum(r.latency_mean_s * r.tx_pps for r in rr) / weight  # type: ignore[operator]
-    return {"latency_us_mean": round(mean * 1e6, 2),
-            "latency_us_p99": round(max(r.latency_p99_s for r in rr) * 1e6, 2)}  # type: ignore[type-var]
+    weight = sum(tps for _, _, tps in rr)
+    mean = sum(m * tps for m, _, tps in rr) / weight
+    return {"latency_us_mean": round(mean * 1e6, 2), "latency_us_p99": round(max(p for _, p, _ in rr) * 1e6, 2)}
 
 
 def _figures(r: VfRates, itr: int, host_cpus: int) -> dict:

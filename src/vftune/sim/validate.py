@@ -28,13 +28,14 @@ Testbeds (every parameter is the testbed's or its era's default, not a fit):
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from typing import Callable
+from itertools import pairwise
 
 import numpy as np
 
-from vftune.hostdriver.base import quantize_itr
 from vftune.sim.costs import APP_CALL_PACKETS, GEIST_P4, JIFFY_S, cpu_costs
+from vftune.sim.engine import HostSim
 from vftune.sim.model import Platform, VfInput, vf_rates
 from vftune.sim.pfmode import STOCK_BUDGET, host_rx, salah_cliff
 from vftune.sim.workload import HostTraffic, RequestResponse, Stream
@@ -137,7 +138,7 @@ def geist_rows() -> list[Row]:
     for label, make in (("UDP", lambda: _stream(1500, False)), ("TCP", lambda: _stream(1500, True)),
                         ("NFS", lambda: _nfs(1500))):
         cpu = {d: _geist(make(), d)[1] for d in GEIST_DELAYS}
-        falls = all(cpu[b] <= cpu[a] * 1.001 for a, b in zip(GEIST_DELAYS, GEIST_DELAYS[1:]) if b <= 640)
+        falls = all(cpu[b] <= cpu[a] * 1.001 for a, b in pairwise(GEIST_DELAYS) if b <= 640)
         rows.append(Row(GEIST, f"{label} MTU 1500: system CPU falls as the delay grows (10..640)", "falls",
                         f"{cpu[10]:.2f} -> {cpu[640]:.2f}", "never rises", "validation", _verdict(falls)))
     nfs_cpu = {d: _geist(_nfs(1500), d)[1] for d in (480, 640)}
@@ -193,23 +194,22 @@ def _geist_cost_fit() -> Row:
 WU_WANG = "Wu & Wang, A heuristic interrupt coalescing algorithm for SR-IOV"
 
 
-def _wu_wang_sim(n_vms: int, packet_bytes: int):  # -> HostSim
+def _wu_wang_sim(n_vms: int, packet_bytes: int) -> HostSim:
     """The built-in paper scenario for this size (their testbed), without noise."""
-    from vftune.sim.engine import HostSim
     from vftune.sim.scenarios import build
 
     name = "paper-3vm" if packet_bytes > 512 else ("paper-3vm-512" if n_vms == 3 else f"paper-{n_vms}vm")
     return HostSim(build(name, 0), 0, noise=False)
 
 
-def _host_figures(sim, itrs: list[int]) -> tuple[float, float]:  # noqa: ANN001
+def _host_figures(sim, itrs: list[int]) -> tuple[float, float]:
     r = sim.steady_state(0.0, itrs)
     thpt = sum(v.delivered_bps for v in r.vfs)  # netperf reports what the application receives
     cpu = sum(v.guest_cpu for v in r.vfs) + r.host_kernel_cpu
     return thpt, cpu
 
 
-def _default_figures(sim) -> tuple[float, float]:  # noqa: ANN001
+def _default_figures(sim) -> tuple[float, float]:
     """The guests' own adaptive ITR, settled (noise off)."""
     sim.advance(30.0)
     return _host_figures(sim, sim.delivered_itrs())
@@ -243,7 +243,7 @@ def wu_wang_rows() -> list[Row]:
         default_thpt, default_cpu = _default_figures(s)
         points = [(itr, *_host_figures(s, [itr] * n)) for itr in grid[::2]]
         top_n = max(p[1] for p in points)
-        itr_n, thpt_n, cpu_n = min((p for p in points if p[1] >= 0.999 * top_n), key=lambda p: p[0])
+        _, thpt_n, cpu_n = min((p for p in points if p[1] >= 0.999 * top_n), key=lambda p: p[0])
         gains.append(thpt_n / default_thpt - 1.0)
         savings.append(1.0 - cpu_n / default_cpu if default_cpu > 0 else 0.0)
     gtext = ", ".join(f"{g * 100:.1f}" for g in gains)
@@ -270,10 +270,10 @@ def salah_rows() -> list[Row]:
     load = HostTraffic(packet_bytes=64, app_packet_s=APP_CALL_PACKETS * costs.per_packet_s, constant_rate=True)
     inf = float("inf")
 
-    def de(lam: float):  # noqa: ANN202
+    def de(lam: float):
         return host_rx(load, lam, "de", STOCK_BUDGET, inf, costs)
 
-    def napi(lam: float, budget: int):  # noqa: ANN202
+    def napi(lam: float, budget: int):
         return host_rx(load, lam, "napi", budget, inf, costs)
 
     # The simulated cliff: the highest rate DE still delivers in full (kernel + application).

@@ -6,7 +6,6 @@ Plain frozen data; the fluid model (model.py) turns it into rates, scenarios.py 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Union
 
 # Ethernet on the wire per frame beyond the IP packet: header + FCS, then preamble + inter-frame gap.
 FRAME_OVERHEAD_B = 18
@@ -61,7 +60,7 @@ class Idle:
     kind: str = "idle"
 
 
-Workload = Union[Stream, RequestResponse, Idle]
+Workload = Stream | RequestResponse | Idle
 
 
 @dataclass(frozen=True)
