@@ -7,7 +7,7 @@ QEMU stat files, and runs the stale/posted-interrupt detection.
 
     .venv/bin/python bench/linux_sampling.py [--passes N]
 
-Targets (issue 4): <= 5 ms CPU per pass, < 80 MB resident.
+Targets: <= 5 ms CPU per pass, < 80 MB resident.
 """
 
 from __future__ import annotations
@@ -23,20 +23,20 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "fixtures"))
-import hosttree  # noqa: E402
-from netlink_wire import CountingHost  # noqa: E402
+import hosttree
+from netlink_wire import CountingHost
 
-from vftune.agent.loop import Agent, AgentConfig  # noqa: E402
-from vftune.agent.policies import pf_controller, vf_policy  # noqa: E402
-from vftune.api.app import create_app  # noqa: E402
-from vftune.hostdriver.linux.host import LinuxHost  # noqa: E402
-from vftune.store.db import Store  # noqa: E402
-from vftune.hostdriver.linux.netlink_vfstats import (  # noqa: E402
+from vftune.agent.loop import Agent, AgentConfig
+from vftune.agent.policies import pf_controller, vf_policy
+from vftune.api.app import create_app
+from vftune.hostdriver.linux.host import LinuxHost
+from vftune.hostdriver.linux.netlink_vfstats import (
     ReplaySource,
     decode_reply,
     parse_link,
     vfinfo_pyroute2,
 )
+from vftune.store.db import Store
 
 CPU_TARGET_MS = 5.0
 RSS_TARGET_MB = 80.0

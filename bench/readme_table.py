@@ -9,16 +9,22 @@ from __future__ import annotations
 import json
 import sys
 
-POLICIES = ["vftune", "default", "fixed-8000", "fixed-20000", "fixed-100000", "paper", "net_dim", "ixgbe"]
+from vftune.bench.registry import ORACLE
+from vftune.bench.registry import POLICIES as REGISTRY
+
+# vftune first, then the others in the benchmark's order; the oracle is the reference (1.000).
+POLICIES = ["vftune", *(p for p in REGISTRY if p not in ("vftune", ORACLE))]
 
 
 def main(path: str) -> None:
-    data = json.load(open(path))
+    with open(path) as f:
+        data = json.load(f)
     rows: dict[str, dict[str, dict]] = {}
     for r in data["results"]:
         rows.setdefault(r["scenario"], {})[r["policy"]] = r
     print("Throughput as a ratio of the oracle's (the best fixed ITR of each phase per VF):\n")
-    print("| scenario | " + " | ".join(POLICIES) + " | vftune CPU / default | vftune converge s | vftune search probes cold (after a phase change) |")
+    vftune_columns = "vftune CPU / default | vftune converge s | vftune search probes cold (after a phase change)"
+    print("| scenario | " + " | ".join(POLICIES) + f" | {vftune_columns} |")
     print("|---" * (len(POLICIES) + 4) + "|")
     for scenario, by_policy in rows.items():
         ratios = " | ".join(f"{by_policy[p]['throughput_ratio']:.3f}" for p in POLICIES)

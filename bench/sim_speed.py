@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/sim_speed.py [--seconds 3600] [--scenario mixed-host]
 
-Target (issue 2): one simulated hour of 16 VFs in under 10 s of wall time, i.e. at least
+Target: one simulated hour of 16 VFs in under 10 s of wall time, i.e. at least
 360 simulated seconds per wall second. Printed side by side: the model alone (snapshots only)
 and the model under the agent with the search policy and a SQLite store, so the agent's own
 share of the cost shows.

@@ -59,6 +59,16 @@ def start_agent(tmp_path: Path, *args: str) -> RunningAgent:
     raise AssertionError(f"vftune run did not start: {log.read_text()}")
 
 
+@pytest.fixture(scope="module")
+def shared_sim_agent(tmp_path_factory):
+    """One agent for a module's read-only tests, after 40 ticks; stopped when the module ends."""
+    agent = start_agent(tmp_path_factory.mktemp("agent"), "--sim", "mixed-host", "--speed", "50")
+    agent.wait_ticks(40)
+    yield agent
+    if agent.proc.poll() is None:
+        agent.stop()
+
+
 @pytest.fixture
 def sim_agent(tmp_path):
     agent = start_agent(tmp_path, "--sim", "mixed-host", "--speed", "50")

@@ -2,7 +2,7 @@
 
 import pytest
 
-from vftune.api.app import BadParameter, parse_time
+from vftune.api.deps import BadParameter, parse_time
 
 
 @pytest.mark.parametrize("text, expected", [

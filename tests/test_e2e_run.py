@@ -11,22 +11,24 @@ import httpx
 from conftest import VFTUNE
 
 
-def test_agent_serves_api_and_status_then_restores_on_sigterm(sim_agent):
-    sim_agent.wait_ticks(40)
-    url = sim_agent.url
-
+def test_api_shows_the_host_and_its_tuned_vfs(shared_sim_agent):
+    url = shared_sim_agent.url
     host = httpx.get(f"{url}/v1/host").json()
     assert host["backend"] == "sim" and host["vf_count"] >= 1
     assert {pf["name"] for pf in host["pfs"]} == {"enp3s0f0", "enp3s0f1"}
-
     vfs = httpx.get(f"{url}/v1/vfs").json()
     assert len(vfs) == host["vf_count"]
-    busy = [vf for vf in vfs if (vf["rx_bps"] or 0) > 0]
-    assert busy, "the mixed host has traffic on some VFs"
-    tuned = [vf for vf in vfs if vf["itr"] != 0]
-    assert tuned, "the search policy has set an ITR on some VF after 40 ticks"
+    assert [vf for vf in vfs if (vf["rx_bps"] or 0) > 0], "the mixed host has traffic on some VFs"
+    assert [vf for vf in vfs if vf["itr"] != 0], "the search policy has set an ITR on some VF after 40 ticks"
 
-    one = busy[0]["pci"]
+
+def _busy_vf(url: str) -> str:
+    return next(vf["pci"] for vf in httpx.get(f"{url}/v1/vfs").json() if (vf["rx_bps"] or 0) > 0)
+
+
+def test_a_vf_has_its_policy_state_and_an_ordered_history(shared_sim_agent):
+    url = shared_sim_agent.url
+    one = _busy_vf(url)
     detail = httpx.get(f"{url}/v1/vfs/{one}").json()
     assert detail["pci"] == one and isinstance(detail["policy_state"], dict)
     history = httpx.get(f"{url}/v1/vfs/{one}/history").json()
@@ -35,7 +37,10 @@ def test_agent_serves_api_and_status_then_restores_on_sigterm(sim_agent):
     ts = [s["t"] for s in history["samples"]]
     assert ts == sorted(ts)
 
-    # Errors an orchestrator can act on: JSON bodies that name the value.
+
+def test_api_errors_are_json_bodies_naming_the_value(shared_sim_agent):
+    url = shared_sim_agent.url
+    one = _busy_vf(url)
     missing = httpx.get(f"{url}/v1/vfs/0000:99:10.0")
     assert missing.status_code == 404 and "0000:99:10.0" in missing.json()["error"]
     bad = httpx.get(f"{url}/v1/vfs/not-a-pci")
@@ -44,9 +49,17 @@ def test_agent_serves_api_and_status_then_restores_on_sigterm(sim_agent):
     assert bad_since.status_code == 422 and "yesterday" in bad_since.json()["error"]
     backwards = httpx.get(f"{url}/v1/vfs/{one}/history", params={"since": "200", "until": "100"})
     assert backwards.status_code == 422
+
+
+def test_openapi_documents_the_history_and_metrics_show_the_itr(shared_sim_agent):
+    url = shared_sim_agent.url
     assert "/v1/vfs/{vf}/history" in httpx.get(f"{url}/openapi.json").json()["paths"]
     assert "vftune_vf_itr{" in httpx.get(f"{url}/metrics").text
 
+
+def test_status_prints_every_vf_as_json_and_as_a_table(shared_sim_agent):
+    url = shared_sim_agent.url
+    one = _busy_vf(url)
     out = subprocess.run([*VFTUNE, "status", "--url", url, "--json"], capture_output=True, text=True,
                          check=True)
     status = json.loads(out.stdout)
@@ -55,8 +68,10 @@ def test_agent_serves_api_and_status_then_restores_on_sigterm(sim_agent):
     table = subprocess.run([*VFTUNE, "status", "--url", url], capture_output=True, text=True, check=True)
     assert one in table.stdout and "enp3s0f0" in table.stdout
 
-    assert sim_agent.stop() == 0
 
+def test_sigterm_restores_every_vf_to_the_value_it_had_first(sim_agent):
+    sim_agent.wait_ticks(40)
+    assert sim_agent.stop() == 0
     con = sqlite3.connect(sim_agent.db)
     changed = dict(con.execute(
         "SELECT target, old FROM decisions WHERE setting = 'itr' AND ok = 1 AND reason != 'restore on stop'"

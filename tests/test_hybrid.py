@@ -7,10 +7,9 @@ import random
 
 import pytest
 
-from vftune.agent.hybrid import HybridSwitch, PacketRateEstimator, cliff_from_sweep, cliff_rate
+from vftune.agent.hybrid import HybridSwitch, PacketRateEstimator, cliff_rate
 from vftune.agent.mode import HybridModeController, ModeOptions
-from vftune.agent.policy import PfSample
-from vftune.hostdriver.base import Capabilities
+from vftune.model import Capabilities, PfSample
 
 
 def test_cliff_rate_solves_the_saturation_equation():
@@ -70,15 +69,6 @@ def test_estimator_smooths_with_shifts_and_survives_a_counter_reset():
     total += 1600  # a doubled window moves the estimate half way
     assert est.update(total) == pytest.approx(150_000, rel=0.01)
     assert est.update(10) == pytest.approx(150_000, rel=0.01)  # reset: re-seed, keep estimate
-
-
-def test_cliff_from_sweep_finds_cpu_saturation_or_flattening():
-    rows = [(r, min(1.0, r / 110_000), min(r, 100_000)) for r in range(20_000, 200_001, 20_000)]
-    assert cliff_from_sweep(rows) == 100_000 or cliff_from_sweep(rows) == 120_000
-    flat_cpu = [(r, 0.5, min(r, 80_000)) for r in range(20_000, 200_001, 20_000)]
-    assert cliff_from_sweep(flat_cpu) == 80_000
-    with pytest.raises(ValueError, match="never saturates"):
-        cliff_from_sweep([(r, 0.2, r) for r in (1000, 2000, 3000)])
 
 
 CAPS = Capabilities(backend="sim", rx_modes=("napi", "de", "hybrid"), napi_budget=True)

@@ -1,6 +1,6 @@
 """ITR units shared by every backend: what a request becomes on an 82599."""
 
-from vftune.hostdriver.base import ITR_MAX_RATE, ITR_MIN_RATE, itr_to_usecs, quantize_itr, usecs_to_itr
+from vftune.itr import ITR_MAX_RATE, ITR_MIN_RATE, itr_to_usecs, quantize_itr, usecs_to_itr
 
 
 def test_the_range_ends_are_the_drivers_limits():

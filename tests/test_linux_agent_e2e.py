@@ -10,19 +10,23 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent / "fixtures"))
-import hosttree  # noqa: E402
-from linux_host import ManualClock, make_host  # noqa: E402
+import hosttree
+from linux_host import ManualClock, make_host
 
-from vftune.agent.loop import Agent, AgentConfig  # noqa: E402
-from vftune.agent.policy import FixedItr, ModeDecision, PfSample  # noqa: E402
-from vftune.hostdriver.base import Capabilities  # noqa: E402
-from vftune.store.db import Store  # noqa: E402
+from vftune.agent.loop import Agent, AgentConfig
+from vftune.agent.policy import FixedItr, PfController
+from vftune.model import (
+    Capabilities,
+    ModeDecision,
+    PfSample,
+)
+from vftune.store.db import Store
 
 pytest.importorskip("libvirt")
 TICKS = 5
 
 
-class DeOnceThenHybrid:
+class DeOnceThenHybrid(PfController):
     """PF controller for the test: DE with poll limit 8 on the first sample, hybrid on the third."""
 
     name = "test-de-hybrid"

@@ -10,11 +10,11 @@ from pathlib import Path
 from click.testing import CliRunner
 
 sys.path.insert(0, str(Path(__file__).parent / "fixtures"))
-import hosttree  # noqa: E402
-from linux_host import make_host, make_tree  # noqa: E402
+import hosttree
+from linux_host import make_host, make_tree
 
-from vftune.cli import cli  # noqa: E402
-from vftune.hostdriver.linux.sysfs_inventory import scan  # noqa: E402
+from vftune.cli import cli
+from vftune.hostdriver.linux.sysfs_inventory import scan
 
 EXPECTED = Path(__file__).parent / "fixtures" / "inventory_expected.json"
 

@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent / "fixtures"))
-import hosttree  # noqa: E402
-from linux_host import make_host, make_tree  # noqa: E402
+import hosttree
+from linux_host import make_host, make_tree
 
-from vftune.hostdriver.base import HostError  # noqa: E402
-from vftune.hostdriver.linux.libvirt_guests import (  # noqa: E402
+from vftune.hostdriver.base import HostError
+from vftune.hostdriver.linux.libvirt_guests import (
     MISSING_LIBVIRT,
     Backoff,
     DomainRecord,
@@ -41,11 +41,9 @@ def test_lifecycle_events_refresh_the_inventory(tmp_path: Path) -> None:
         inv = host.inventory()
         db_vfs = vfs_of(inv, "vm-db0")
         assert db_vfs == {hosttree.vf_bdf(pf, n) for (pf, n), g in hosttree.VF_OWNERS.items() if g == "vm-db0"}
-        generation = host.inventory_generation
         changed.clear()
         host.libvirt_connection().lookupByName("vm-db0").destroy()
         assert changed.wait(WAIT_S), "no lifecycle event after destroy"
-        assert host.inventory_generation > generation
         inv = host.inventory()
         assert vfs_of(inv, "vm-db0") == set()
         assert all(inv.vf(pci).guest is None for pci in db_vfs)
@@ -118,7 +116,9 @@ def test_reconnects_with_backoff_until_libvirt_answers(tmp_path: Path) -> None:
         assert len(directory.view().by_pci) == len(hosttree.VF_OWNERS)
     finally:
         directory.stop()
-    assert [Backoff(1, 8).next_delay() for _ in range(1)] == [1]
+
+
+def test_backoff_doubles_up_to_its_ceiling():
     b = Backoff(1, 8)
     assert [b.next_delay() for _ in range(5)] == [1, 2, 4, 8, 8]
 

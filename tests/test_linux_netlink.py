@@ -9,10 +9,10 @@ import pytest
 from pyroute2.netlink.rtnl.ifinfmsg import ifinfmsg
 
 sys.path.insert(0, str(Path(__file__).parent / "fixtures"))
-from netlink_wire import VfCounts, error_reply, link_reply  # noqa: E402
+from netlink_wire import VfCounts, error_reply, link_reply
 
-from vftune.hostdriver.base import HostError  # noqa: E402
-from vftune.hostdriver.linux.netlink_vfstats import (  # noqa: E402
+from vftune.hostdriver.base import HostError
+from vftune.hostdriver.linux.netlink_vfstats import (
     RTEXT_FILTER_VF,
     ReplaySource,
     as_source,

@@ -5,15 +5,15 @@ from __future__ import annotations
 import os
 import socket
 import sys
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent / "fixtures"))
-from hosttree import TreeBuilder  # noqa: E402
+from hosttree import TreeBuilder
 
-from vftune.hostdriver.linux.host import LinuxHost  # noqa: E402
+from vftune.hostdriver.linux.host import LinuxHost
 
 pytestmark = pytest.mark.root
 
@@ -21,36 +21,31 @@ if os.geteuid() != 0:
     pytest.skip("network namespaces and veth pairs need root", allow_module_level=True)
 
 from pyroute2 import IPRoute, netns  # noqa: E402
-from pyroute2.ethtool import Ethtool  # noqa: E402
 
 FRAMES = 25
 
 
 @pytest.fixture
-def veth_ns() -> Iterator[tuple[str, IPRoute, Ethtool]]:
+def veth_ns() -> Iterator[tuple[str, IPRoute]]:
     name = f"vftune-test-{os.getpid()}"
     try:
         netns.create(name)
     except OSError as exc:
         pytest.skip(f"cannot create a network namespace here: {exc}")
     ipr = IPRoute(netns=name)
-    ethtool = None
     try:
         netns.pushns(name)
         try:
             # No IPv6 chatter (router solicitations, MLD) on the new links: only our frames count.
             for conf in ("all", "default"):
                 Path(f"/proc/sys/net/ipv6/conf/{conf}/disable_ipv6").write_text("1\n")
-            ethtool = Ethtool()  # its ioctl socket lives in the namespace
         finally:
             netns.popns()
         ipr.link("add", ifname="vft0a", kind="veth", peer="vft0b")
         for ifname in ("vft0a", "vft0b"):
             ipr.link("set", index=ipr.link_lookup(ifname=ifname)[0], state="up")
-        yield name, ipr, ethtool
+        yield name, ipr
     finally:
-        if ethtool is not None:
-            ethtool.close()
         ipr.close()
         netns.remove(name)
 
@@ -68,17 +63,17 @@ def send_frames(ns: str, ifname: str, count: int) -> None:
             sock.send(frame)
 
 
-def veth_host(tmp_path: Path, ipr: IPRoute, ethtool: Ethtool) -> LinuxHost:
+def veth_host(tmp_path: Path, ipr: IPRoute) -> LinuxHost:
     # sysfs cannot show another namespace's links, so a fixture tree names the veth as the PF.
     tree = TreeBuilder(tmp_path)
     tree.pf(("0000:03:00.0", "vft0a", 4, True, 0))
     tree.proc_files()
-    return LinuxHost(tmp_path / "sys", tmp_path / "proc", None, ipr, ethtool=ethtool)
+    return LinuxHost(tmp_path / "sys", tmp_path / "proc", None, ipr)
 
 
-def test_real_link_counters_through_the_backend(tmp_path: Path, veth_ns: tuple[str, IPRoute, Ethtool]) -> None:
-    name, ipr, ethtool = veth_ns
-    host = veth_host(tmp_path, ipr, ethtool)
+def test_real_link_counters_through_the_backend(tmp_path: Path, veth_ns: tuple[str, IPRoute]) -> None:
+    name, ipr = veth_ns
+    host = veth_host(tmp_path, ipr)
     try:
         host.inventory()
         before = host.snapshot()
@@ -91,27 +86,10 @@ def test_real_link_counters_through_the_backend(tmp_path: Path, veth_ns: tuple[s
         host.close()
 
 
-def test_coalescing_on_veth_is_a_clear_eopnotsupp(tmp_path: Path, veth_ns: tuple[str, IPRoute, Ethtool]) -> None:
-    _, ipr, ethtool = veth_ns
-    host = veth_host(tmp_path, ipr, ethtool)
-    try:
-        host.inventory()
-        a = host.set_pf_coalesce("vft0a", 50)
-        assert not a.ok
-        assert a.error == "vft0a: ethtool get_coalesce: Operation not supported (errno 95)"
-        assert host.restore() == []
-        caps = host.capabilities()
-        assert not caps.pf_coalesce
-        assert "PF coalescing unavailable: vft0a: ethtool get_coalesce: Operation not supported (errno 95)" \
-            in caps.missing
-    finally:
-        host.close()
-
-
-def test_missing_link_in_the_namespace_is_enodev(tmp_path: Path, veth_ns: tuple[str, IPRoute, Ethtool]) -> None:
-    _, ipr, ethtool = veth_ns
+def test_missing_link_in_the_namespace_is_enodev(tmp_path: Path, veth_ns: tuple[str, IPRoute]) -> None:
+    _, ipr = veth_ns
     ipr.link("del", index=ipr.link_lookup(ifname="vft0a")[0])
-    host = veth_host(tmp_path, ipr, ethtool)
+    host = veth_host(tmp_path, ipr)
     try:
         host.inventory()
         snap = host.snapshot()

@@ -7,15 +7,15 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent / "fixtures"))
-import hosttree  # noqa: E402
-from linux_host import PF_NETLINK, ManualClock, make_tree  # noqa: E402
-from netlink_wire import CountingHost  # noqa: E402
+import hosttree
+from linux_host import PF_NETLINK, ManualClock, make_tree
+from netlink_wire import CountingHost
 
-from vftune.hostdriver.linux.counter_health import CounterHealth  # noqa: E402
-from vftune.hostdriver.linux.cpu import CLOCK_TICKS, parse_pid_stat  # noqa: E402
-from vftune.hostdriver.linux.host import LinuxHost  # noqa: E402
-from vftune.hostdriver.linux.netlink_vfstats import ReplaySource  # noqa: E402
-from vftune.hostdriver.linux.proc_interrupts import parse_interrupts  # noqa: E402
+from vftune.hostdriver.linux.counter_health import CounterHealth
+from vftune.hostdriver.linux.cpu import CLOCK_TICKS, parse_pid_stat
+from vftune.hostdriver.linux.host import LinuxHost
+from vftune.hostdriver.linux.netlink_vfstats import ReplaySource
+from vftune.hostdriver.linux.proc_interrupts import parse_interrupts
 
 PF0_VF0 = hosttree.vf_bdf(hosttree.PF0[0], 0)  # vfio-pci, vm-web0, patched PF
 PF1_VF0 = hosttree.vf_bdf(hosttree.PF1[0], 0)  # vfio-pci, vm-web0, stock PF

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from vftune.agent.sampling import LINE_RATE_BPS, RateDeriver, fair_share, port_view
-from vftune.hostdriver.base import Inventory, PfCounters, PfInfo, Snapshot, VfCounters, VfInfo
+from vftune.agent.sampling import RateDeriver, fair_share, port_view
+from vftune.itr import LINE_RATE_BPS
+from vftune.model import Inventory, PfCounters, PfInfo, Snapshot, VfCounters, VfInfo
 
 FRAME = 1518  # bytes the counters count per full-size frame (header + FCS included)
 CAPACITY = LINE_RATE_BPS * FRAME / (FRAME + 20)  # 8 B preamble + 12 B gap per frame on the wire

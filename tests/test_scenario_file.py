@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from conftest import VFTUNE
 
+from conftest import VFTUNE
 from vftune.cli import cli
 from vftune.sim.host import SimHost
 from vftune.sim.scenario_file import ScenarioError, load, parse

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from vftune.hostdriver.base import quantize_itr
+from vftune.bench.oracle import oracle_itr, oracle_plan
+from vftune.itr import LINE_RATE_BPS, quantize_itr
 from vftune.sim.engine import HostSim
 from vftune.sim.model import Platform, VfInput, line_payload_Bps, vf_rates
 from vftune.sim.pfmode import cliff_pps, host_rx
 from vftune.sim.scenarios import SCENARIOS, build
-from vftune.sim.sweep import default_grid, hardware_rates, oracle_itr, oracle_plan, sweep, tunable_vfs
-from vftune.sim.workload import LINE_RATE_BPS, HostTraffic, RequestResponse, Stream
+from vftune.sim.sweep import default_grid, hardware_rates, sweep
+from vftune.sim.workload import HostTraffic, RequestResponse, Stream
 
 GEIST_SLOW_ITR = quantize_itr(1e6 / (640 * 1.024))  # 640 x 1.024 us between interrupts
 

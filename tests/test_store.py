@@ -4,9 +4,8 @@ import sqlite3
 
 import pytest
 
-from vftune.agent.policy import PfSample, VfSample
-from vftune.hostdriver.base import Guest, Inventory, PfInfo, VfInfo
-from vftune.store.db import SCHEMA_VERSION, Decision, Store, StoreError, check_writable
+from vftune.model import Decision, Guest, Inventory, PfInfo, PfSample, VfInfo, VfSample
+from vftune.store.db import SCHEMA_VERSION, Store, StoreError, check_writable
 
 
 def _sample(pci: str, t: float, rx_bps: float = 1e9) -> VfSample:

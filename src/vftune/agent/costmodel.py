@@ -1,9 +1,10 @@
 """CPU cost model T = alpha*N_MB + beta*N_KP + gamma*N_KI (Geist et al.), fitted by total least squares.
 
 T is CPU time; N_MB millions of bytes, N_KP thousands of packets, N_KI thousands of interrupts.
-Method as in DESIGN-NOTES: scale every observation to a common T = K (so all points lie on the
-plane alpha*x + beta*y + gamma*z = K), take their centroid, the plane's normal is the eigenvector
-of the smallest eigenvalue of the 3x3 scatter matrix, and (alpha, beta, gamma) = K/(n.c) * n.
+Method (Geist et al., "Performance tuning of gigabit network interfaces"): scale every
+observation to a common T = K (so all points lie on the plane alpha*x + beta*y + gamma*z = K),
+take their centroid, the plane's normal is the eigenvector of the smallest eigenvalue of the
+3x3 scatter matrix, and (alpha, beta, gamma) = K/(n.c) * n.
 Total least squares because bytes, packets and interrupts are all measured with error, not
 only the CPU time. Pure logic, no dependencies.
 """
@@ -11,8 +12,8 @@ only the CPU time. Pure logic, no dependencies.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Iterable, Sequence
 
 Row = tuple[float, float, float, float]  # (cpu, n_mb, n_kp, n_ki)
 

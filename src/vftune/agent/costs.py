@@ -8,11 +8,12 @@ separable from the per-packet and per-byte costs. Pure: samples in, a fit and a 
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from vftune.agent import costmodel
-from vftune.agent.policy import VfSample
+from vftune.model import VfSample
 
 
 @dataclass

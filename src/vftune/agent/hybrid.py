@@ -1,4 +1,5 @@
-"""Hybrid DE/NAPI switching per PF (Salah & Qahtan, seeds/salah-qahtan-...).
+"""Hybrid DE/NAPI switching per PF (K. Salah and A. Qahtan, "Implementation and Experimental
+Performance Evaluation of a Hybrid Interrupt-Handling Scheme").
 
 DE (interrupt disable-enable) gives the lowest latency and overhead at light and normal load;
 NAPI with a small budget leaves CPU to applications past the saturation ("cliff") rate. Two
@@ -12,6 +13,9 @@ import math
 from typing import Literal
 
 Mode = Literal["de", "napi"]
+
+EPSILON = 0.15  # the paper's hysteresis around the cliff
+NAPI_BUDGET = 2  # the paper's NAPI budget in the hybrid (stock NAPI polls 64)
 
 
 def cliff_rate(r: float, mu: float) -> float:
@@ -29,17 +33,21 @@ def cliff_rate(r: float, mu: float) -> float:
 class HybridSwitch:
     """DE below the cliff, NAPI above it, with hysteresis cliff1 = (1-e)*cliff, cliff2 = (1+e)*cliff."""
 
-    def __init__(self, cliff: float, epsilon: float = 0.15) -> None:
-        if not (math.isfinite(cliff) and cliff > 0):
-            raise ValueError(f"cliff must be a packet rate > 0, got {cliff!r}")
+    def __init__(self, cliff: float, epsilon: float = EPSILON) -> None:
         if not 0 <= epsilon < 1:
             raise ValueError(f"epsilon must be in [0, 1), got {epsilon!r}")
-        self.cliff = float(cliff)
         self.epsilon = epsilon
-        self.cliff1 = (1.0 - epsilon) * self.cliff
-        self.cliff2 = (1.0 + epsilon) * self.cliff
+        self.set_cliff(cliff)
         self.mode: Mode = "de"
         self.switches = 0
+
+    def set_cliff(self, cliff: float) -> None:
+        """Move both thresholds to a new cliff; the mode in force and the switch count stay."""
+        if not (math.isfinite(cliff) and cliff > 0):
+            raise ValueError(f"cliff must be a packet rate > 0, got {cliff!r}")
+        self.cliff = float(cliff)
+        self.cliff1 = (1.0 - self.epsilon) * self.cliff
+        self.cliff2 = (1.0 + self.epsilon) * self.cliff
 
     def update(self, rate: float) -> Mode:
         """Feed an estimated packet rate; answer the mode to be in."""
@@ -90,29 +98,3 @@ class PacketRateEstimator:
             self._estimate += (sample - self._estimate) >> self.shift
         return self.rate
 
-
-def cliff_from_sweep(
-    rows: list[tuple[float, float, float]],
-    cpu_limit: float = 0.95,
-    min_slope: float = 0.5,
-) -> float:
-    """The cliff from a calibration sweep of (offered pps, system CPU fraction, delivered pps).
-
-    Salah & Qahtan take the rate where system CPU nears 100% and throughput flattens: the lowest
-    offered rate whose CPU reaches ``cpu_limit``, or after which each further offered packet
-    adds less than ``min_slope`` delivered packets, whichever comes first.
-    """
-    if len(rows) < 2:
-        raise ValueError(f"a calibration sweep needs at least 2 rows, got {len(rows)}")
-    ordered = sorted(rows)
-    for rate, cpu, delivered in ordered:
-        if not (rate > 0 and 0 <= cpu <= 1.5 and delivered >= 0):
-            raise ValueError(f"bad sweep row (rate {rate!r}, cpu {cpu!r}, delivered {delivered!r})")
-    for (rate, cpu, delivered), (nxt_rate, _, nxt_delivered) in zip(ordered, ordered[1:] + [ordered[-1]]):
-        if cpu >= cpu_limit:
-            return rate
-        if nxt_rate > rate and (nxt_delivered - delivered) < min_slope * (nxt_rate - rate):
-            return rate
-    raise ValueError(
-        f"the sweep never saturates (max CPU {max(c for _, c, _ in ordered):.2f}); sweep higher rates"
-    )

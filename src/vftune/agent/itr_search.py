@@ -1,8 +1,10 @@
 """Golden-section search for a VF's best interrupt rate, as an ask/tell state machine.
 
-Wu & Wang's search (seeds/wu-wang-...) with the fixes issue 3 asks for:
+Wu & Wang's search ("A Heuristic Interrupt Coalescing Approach for Improving High Performance
+Network", Huijun Wu and Jigang Wang) with these changes:
 
-* it maximises (their pseudo-code keeps the wrong end; the literal form lives in peers.py);
+* it maximises (their pseudo-code keeps the wrong end; the literal form is the benchmark's
+  `paper` peer, bench/peers/paper.py);
 * it reuses the surviving interior point, so each step costs one measurement, not two;
 * it searches the logarithm of the rate, so the three decades 956..488281/s cost few steps;
 * a difference inside the noise margin is not a decision: the point with fewer samples is
@@ -30,10 +32,11 @@ Pure logic: no clock, no I/O. The caller measures what ask() returns and tell()s
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
-from vftune.hostdriver.base import ITR_MAX_RATE, ITR_MIN_RATE, Capabilities, usecs_to_itr
+from vftune.itr import itr_label
+from vftune.model import Capabilities
 
 GOLDEN = (math.sqrt(5.0) - 1.0) / 2.0  # 0.618..., the paper's CutRate
 
@@ -60,7 +63,7 @@ class ItrSearch:
     82599 anyway: 488281/s is one 2.048-us step, 244140/s two) or when both interior points
     fall on the same hardware step.
 
-    With ``quantize`` (e.g. hostdriver.base.quantize_itr) only deliverable rates are probed;
+    With ``quantize`` (e.g. vftune.itr.quantize_itr) only deliverable rates are probed;
     when both interior points land on one hardware step, up to ``max_step_scans`` other steps
     left inside the bracket are measured directly.
 
@@ -235,10 +238,6 @@ class ItrSearch:
     def mean(self, itr: int) -> float:
         values = self._samples[itr]
         return sum(values) / len(values)
-
-    def measured(self) -> dict[int, float]:
-        """Mean throughput by rate over every search measurement (incumbent excluded)."""
-        return {r: self.mean(r) for r in sorted(self._samples)}
 
     def score(self, itr: int) -> float:
         """What a rate is credited with when choosing: its lowest measurement when
@@ -470,7 +469,7 @@ class ItrSearch:
             # incumbent keeps the throughput at a lower CPU cost.
             self._best = self.incumbent
             self.outcome = (
-                f"kept incumbent {_rate_label(self.incumbent)}: {chosen}/s gains only {_pct(gain)} "
+                f"kept incumbent {itr_label(self.incumbent)}: {chosen}/s gains only {_pct(gain)} "
                 + (f"(inside the {self.margin:.0%} noise margin)" if self.cost_margin == self.margin
                    else f"(more interrupts must gain {self.cost_margin:.0%})")
             )
@@ -480,17 +479,13 @@ class ItrSearch:
         else:
             self._best = self.incumbent
             self.outcome = (
-                f"kept incumbent {_rate_label(self.incumbent)}: best probe {chosen}/s "
+                f"kept incumbent {itr_label(self.incumbent)}: best probe {chosen}/s "
                 f"measured {_pct(gain)}"
             )
 
 
 def _pct(x: float) -> str:
     return "new" if math.isinf(x) else f"{x * 100:+.1f}%"
-
-
-def _rate_label(itr: int) -> str:
-    return "adaptive" if itr == 0 else f"{itr}/s"
 
 
 # ---- brackets ---------------------------------------------------------------------------
@@ -501,44 +496,4 @@ def bracket_from_capabilities(caps: Capabilities) -> tuple[int, int]:
     low, high = int(caps.itr_min), int(caps.itr_max)
     if not 0 < low < high:
         raise ValueError(f"capabilities give an empty ITR bracket: itr_min={low}, itr_max={high}")
-    return low, high
-
-
-# ixgbe keeps rx-usecs << 2; these are the thresholds of ixgbe_update_rsc and ixgbe_set_coalesce.
-_RSC_MAX_USECS = 6  # IXGBE_MIN_RSC_ITR (24) >> 2: at or below, RSC is off
-_WTHRESH_USECS = 10  # IXGBE_100K_ITR (40) >> 2: crossing it rewrites TXDCTL.WTHRESH
-
-
-def pf_safe_bracket(
-    current_rx_usecs: int,
-    lro: bool,
-    itr_min: int = ITR_MIN_RATE,
-    itr_max: int = ITR_MAX_RATE,
-) -> tuple[int, int]:
-    """Rates a PF's rx-usecs may take from ``current_rx_usecs`` without resetting the port.
-
-    On an 82599 (ixgbe_set_coalesce): going across 10 us (either way; adaptive counts as the
-    high side, 0 = unthrottled as the low side) changes TXDCTL.WTHRESH and resets; with LRO on,
-    going across 6 us toggles RSC and resets. So the bracket stays on the current side of both.
-    """
-    if current_rx_usecs < 0 or current_rx_usecs > 1022:
-        raise ValueError(f"current rx-usecs must be 0..1022, got {current_rx_usecs}")
-    adaptive = current_rx_usecs == 1
-    if adaptive or current_rx_usecs >= _WTHRESH_USECS:
-        lo_us, hi_us = _WTHRESH_USECS, 1022
-    elif lro and current_rx_usecs <= _RSC_MAX_USECS:  # RSC already off (0 included)
-        lo_us, hi_us = 2, _RSC_MAX_USECS
-    elif lro:
-        lo_us, hi_us = _RSC_MAX_USECS + 1, _WTHRESH_USECS - 1
-    else:
-        lo_us, hi_us = 2, _WTHRESH_USECS - 1
-    # The driver keeps even microseconds (odd values round down in EITR's 2-us field).
-    lo_us += lo_us % 2
-    hi_us -= hi_us % 2
-    high = min(itr_max, usecs_to_itr(lo_us))
-    low = max(itr_min, usecs_to_itr(hi_us))
-    if low > high:
-        raise ValueError(
-            f"no safe PF rx-usecs range from {current_rx_usecs} us within {itr_min}..{itr_max}/s"
-        )
     return low, high

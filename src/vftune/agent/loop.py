@@ -10,25 +10,33 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
-from vftune.agent.policy import (
-    ItrDecision,
-    ModeDecision,
-    PfController,
-    PfControllerFactory,
-    PfSample,
-    VfPolicy,
-    VfPolicyFactory,
-    VfSample,
-)
 from vftune.agent.costmodel import cliff_inputs
 from vftune.agent.costs import CostTracker
 from vftune.agent.hybrid import cliff_rate
+from vftune.agent.policy import PfController, PfControllerFactory, VfPolicy, VfPolicyFactory
 from vftune.agent.sampling import RateDeriver
-from vftune.hostdriver.base import Applied, Guest, HostDriver, HostError, Inventory
-from vftune.store.db import Decision, Store
+from vftune.hostdriver.base import HostDriver, HostError
+from vftune.model import (
+    AgentView,
+    Applied,
+    Decision,
+    Guest,
+    Inventory,
+    ItrDecision,
+    ModeDecision,
+    PfInfo,
+    PfSample,
+    PfView,
+    SettingValue,
+    VfInfo,
+    VfSample,
+    VfView,
+)
+from vftune.store.db import Store
 
 log = logging.getLogger("vftune.agent")
 
@@ -92,6 +100,7 @@ class Agent:
         self.ticks = 0
         self.last_tick_wall: float | None = None
         self.started_wall = time.time()
+        self.detail = ""  # what the agent runs on, as start() was told
         # Host clock -> Unix time, so records from a simulated clock land on a real timeline.
         self._wall_offset = wall_offset if wall_offset is not None else time.time() - host.now()
         self.lock = threading.Lock()  # guards vfs/pfs/inventory for API readers
@@ -104,6 +113,50 @@ class Agent:
 
     def wall(self, host_time: float) -> float:
         return host_time + self._wall_offset
+
+    def wall_now(self) -> float:
+        """The host's clock now, as Unix seconds."""
+        return self.wall(self.host.now())
+
+    # -- what readers see ---------------------------------------------------------
+
+    def view(self) -> AgentView:
+        """A frozen copy of everything the API and metrics show, taken under the lock at once."""
+        with self.lock:
+            pfs = tuple(self._pf_view(pf, self.pfs.get(pf.name)) for pf in self.inventory.pfs)
+            vfs = tuple(self._vf_view(vf, self.vfs.get(vf.pci)) for vf in self.inventory.vfs())
+            return AgentView(
+                backend=self.host.name, detail=self.detail, started=self.started_wall,
+                interval_s=self.config.interval, ticks=self.ticks, last_tick_wall=self.last_tick_wall,
+                capabilities=self.caps, pfs=pfs, vfs=vfs, ignored=self.inventory.ignored,
+                cost_model=self.costs.report(),
+            )
+
+    def _vf_view(self, vf: VfInfo, st: VfState | None) -> VfView:
+        s = st.sample if st else None
+        phase = st.policy_state.get("phase") if st else None
+        return VfView(
+            pci=vf.pci, pf=vf.pf, index=vf.index, driver=vf.driver,
+            guest=vf.guest.name if vf.guest else None, guest_uuid=vf.guest.uuid if vf.guest else None,
+            itr=st.itr if st else 0, policy=st.policy if st else "", phase=str(phase) if phase else None,
+            rx_pps=s.rx_pps if s else None, rx_bps=s.rx_bps if s else None,
+            tx_pps=s.tx_pps if s else None, tx_bps=s.tx_bps if s else None,
+            interrupts_per_s=s.interrupts_per_s if s else None, guest_cpu=s.guest_cpu if s else None,
+            fresh=s.fresh if s else None, updated=self.wall(s.t) if s else None,
+            last_decision=st.last_decision if st else None,
+            policy_state=dict(st.policy_state) if st else {},
+        )
+
+    @staticmethod
+    def _pf_view(pf: PfInfo, st: PfState | None) -> PfView:
+        s = st.sample if st else None
+        return PfView(
+            name=pf.name, pci=pf.pci, device_id=pf.device_id, driver=pf.driver, num_vfs=pf.num_vfs,
+            total_vfs=pf.total_vfs, mode=st.mode if st else "napi", napi_budget=st.napi_budget if st else None,
+            controller=st.controller if st else "", controller_state=dict(st.controller_state) if st else {},
+            rx_pps=s.rx_pps if s else None, rx_bps=s.rx_bps if s else None,
+            last_decision=st.last_decision if st else None,
+        )
 
     # -- inventory ----------------------------------------------------------
 
@@ -178,13 +231,11 @@ class Agent:
                 st = self.vfs.get(s.pci)
                 if st is not None:
                     st.sample = s
-                    state = getattr(self._policies[s.pci], "state", None)
-                    st.policy_state = state() if callable(state) else {}
+                    st.policy_state = self._policies[s.pci].state()
             for p in pf_samples:
                 if p.pf in self.pfs:
                     self.pfs[p.pf].sample = p
-                    state = getattr(self._controllers[p.pf], "state", None)
-                    self.pfs[p.pf].controller_state = state() if callable(state) else {}
+                    self.pfs[p.pf].controller_state = self._controllers[p.pf].state()
             self.ticks += 1
             self.last_tick_wall = time.time()
         self.costs.add(vf_samples, self._guest_of)
@@ -204,8 +255,7 @@ class Agent:
         # A PF controller with no configured cliff takes it from the host's measured costs.
         for p in pf_samples:
             ctl = self._controllers.get(p.pf)
-            set_cliff = getattr(ctl, "set_cliff", None)
-            if set_cliff is None or getattr(ctl, "cliff_source", None) not in (None, "cost model"):
+            if ctl is None or not ctl.takes_measured_cliff():
                 continue
             packet_bytes = p.rx_bps / 8 / p.rx_pps if p.rx_pps > 0 else 1500.0
             try:
@@ -213,7 +263,7 @@ class Agent:
             except ValueError as exc:
                 log.info("%s: no cliff from the cost model: %s", p.pf, exc)
                 continue
-            set_cliff(cliff_rate(r, mu), "cost model")
+            ctl.set_cliff(cliff_rate(r, mu), "cost model")
 
     def _apply_itr(self, pci: str, decision: ItrDecision, t: float) -> Decision:
         applied = self._call(lambda: self.host.set_vf_itr(pci, decision.itr), pci, "itr", decision.itr)
@@ -241,7 +291,7 @@ class Agent:
                          decision.reason, applied.error)]
 
     @staticmethod
-    def _call(write: Callable[[], Applied], target: str, setting: str, requested: object) -> Applied:
+    def _call(write: Callable[[], Applied], target: str, setting: str, requested: SettingValue) -> Applied:
         try:
             return write()
         except HostError as exc:
@@ -257,6 +307,7 @@ class Agent:
     # -- lifecycle ----------------------------------------------------------
 
     def start(self, detail: str = "") -> None:
+        self.detail = detail
         self.refresh_inventory()
         if self.store is not None:
             self._run_id = self.store.start_run(self.wall(self.host.now()), self.host.name, detail)

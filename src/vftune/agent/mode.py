@@ -1,4 +1,4 @@
-"""HybridModeController: the per-PF DE/NAPI controller (issue 3, section 3).
+"""HybridModeController: the per-PF DE/NAPI controller (Salah & Qahtan's hybrid scheme).
 
 Each PfSample's packets go through the shift-smoothed rate estimator, the estimate through the
 two-threshold HybridSwitch, and a change of mode becomes a ModeDecision (NAPI with a small
@@ -13,9 +13,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, fields
 
-from vftune.agent.hybrid import HybridSwitch, PacketRateEstimator, cliff_rate
-from vftune.agent.policy import ModeDecision, PfSample
-from vftune.hostdriver.base import Capabilities
+from vftune.agent.hybrid import EPSILON, NAPI_BUDGET, HybridSwitch, PacketRateEstimator, cliff_rate
+from vftune.agent.policy import PfController
+from vftune.model import Capabilities, ModeDecision, PfSample
 
 
 @dataclass(frozen=True)
@@ -23,8 +23,8 @@ class ModeOptions:
     cliff_pps: float | None = None  # configured cliff, packets/s
     interrupt_cost_s: float | None = None  # 1/r, with packet_cost_s gives the cliff
     packet_cost_s: float | None = None  # 1/mu
-    epsilon: float = 0.15
-    napi_budget: int = 2
+    epsilon: float = EPSILON
+    napi_budget: int = NAPI_BUDGET
     estimator_shift: int = 1
 
     def __post_init__(self) -> None:
@@ -38,7 +38,7 @@ class ModeOptions:
             raise ValueError("mode options interrupt_cost_s and packet_cost_s go together; give both or neither")
 
 
-class HybridModeController:
+class HybridModeController(PfController):
     name = "hybrid"
 
     def __init__(self, pf: str, caps: Capabilities, options: ModeOptions | None = None) -> None:
@@ -70,6 +70,10 @@ class HybridModeController:
         self.switch.mode = mode
         self.cliff_source = source
 
+    def takes_measured_cliff(self) -> bool:
+        """A configured (or calibrated) cliff wins over the cost model's estimate."""
+        return self.cliff_source in (None, "cost model")
+
     def step(self, sample: PfSample) -> ModeDecision | None:
         if sample.pf != self.pf:
             raise ValueError(f"sample for PF {sample.pf} given to the controller of {self.pf}")
@@ -85,8 +89,11 @@ class HybridModeController:
             return self._push_thresholds()
         if rate is None:
             return None
-        if self.switch.mode != sample.mode and sample.mode in ("de", "napi"):
-            self.switch.mode = sample.mode  # someone else moved it; follow the host
+        # Someone else may have moved the PF: follow the host.
+        if sample.mode == "de":
+            self.switch.mode = "de"
+        elif sample.mode == "napi":
+            self.switch.mode = "napi"
         before = self.switch.mode
         mode = self.switch.update(rate)
         if mode == before and mode == sample.mode:

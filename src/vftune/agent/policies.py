@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable, Mapping
+from typing import TypeVar
 
 from vftune.agent.mode import HybridModeController, ModeOptions
 from vftune.agent.policy import FixedItr, Observe, PfControllerFactory, StockMode, VfPolicyFactory
 from vftune.agent.tuner import SearchTuner
-from vftune.hostdriver.base import Capabilities
+from vftune.model import Capabilities
+
+Made = TypeVar("Made")
 
 
 class PolicyError(ValueError):
@@ -56,7 +59,7 @@ PF_CONTROLLERS: dict[str, Callable[[str], PfControllerFactory]] = {
 }
 
 
-def _parse(spec: str, table: dict[str, Callable[[str], object]], option: str) -> object:
+def _parse(spec: str, table: Mapping[str, Callable[[str], Made]], option: str) -> Made:
     name, _, arg = spec.partition(":")
     if name not in table:
         raise PolicyError(f"{option} {spec}: unknown; choose from {', '.join(sorted(table))}")
@@ -64,8 +67,8 @@ def _parse(spec: str, table: dict[str, Callable[[str], object]], option: str) ->
 
 
 def vf_policy(spec: str) -> VfPolicyFactory:
-    return _parse(spec, VF_POLICIES, "--policy")  # type: ignore[return-value]
+    return _parse(spec, VF_POLICIES, "--policy")
 
 
 def pf_controller(spec: str) -> PfControllerFactory:
-    return _parse(spec, PF_CONTROLLERS, "--pf-mode")  # type: ignore[return-value]
+    return _parse(spec, PF_CONTROLLERS, "--pf-mode")

@@ -6,81 +6,51 @@ decision or None. No clock, no I/O; the agent applies what they decide and recor
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Callable, Protocol
+from collections.abc import Callable
+from typing import Protocol
 
-from vftune.hostdriver.base import Capabilities, quantize_itr
-
-
-@dataclass(frozen=True)
-class VfSample:
-    """One VF over one interval [t - dt, t]."""
-
-    pci: str
-    pf: str
-    t: float
-    dt: float
-    rx_pps: float
-    rx_bps: float  # bits/s delivered to the VF
-    tx_pps: float
-    tx_bps: float
-    interrupts_per_s: float | None  # None when the host cannot see them (posted interrupts)
-    interrupts: int | None  # interrupts in this interval
-    itr: int  # interrupts/s set now; 0 = the VF's own adaptive ITR
-    guest_cpu: float | None  # CPU seconds per second of the owning guest
-    fresh: bool = True  # counters were refreshed inside this interval
-    # The VF's port (its PF) over the same interval, as the agent sees it; None when unknown.
-    port_rx_bps: float | None = None  # received bits/s counted on the port: its VFs' plus the PF's own
-    port_rx_capacity_bps: float | None = None  # the same counters at line rate, for the port's mean frame size
-    port_rx_share_bps: float | None = None  # this VF's max-min fair share of the port's rx (sampling.port_view)
-
-    @property
-    def throughput_bps(self) -> float:
-        return self.rx_bps + self.tx_bps
-
-
-@dataclass(frozen=True)
-class PfSample:
-    pf: str
-    t: float
-    dt: float
-    rx_pps: float
-    rx_bps: float
-    mode: str  # mode in force now
-
-
-@dataclass(frozen=True)
-class ItrDecision:
-    itr: int  # interrupts/s; 0 = hand back to the VF's adaptive ITR
-    reason: str
-
-
-@dataclass(frozen=True)
-class ModeDecision:
-    mode: str  # "napi" | "de" | "hybrid"
-    napi_budget: int | None
-    reason: str
-    cliff_pps: float | None = None  # "hybrid": where the driver switches
-    epsilon: float | None = None
+from vftune.itr import quantize_itr
+from vftune.model import Capabilities, ItrDecision, ModeDecision, PfSample, VfSample
 
 
 class VfPolicy(Protocol):
+    """Decides one VF's ITR. Classes that subclass it explicitly inherit the default state()."""
+
     name: str
 
     def step(self, sample: VfSample) -> ItrDecision | None: ...
 
+    def state(self) -> dict[str, object]:
+        """What the API shows of the policy's progress (JSON-able); {} when there is nothing."""
+        return {}
+
 
 class PfController(Protocol):
+    """Decides one PF's rx mode. Subclass it explicitly to inherit the defaults."""
+
     name: str
 
     def step(self, sample: PfSample) -> ModeDecision | None: ...
+
+    def state(self) -> dict[str, object]:
+        """What the API shows of the controller's progress (JSON-able)."""
+        return {}
+
+    def takes_measured_cliff(self) -> bool:
+        """Whether a cliff from the host's measured costs is wanted (none configured). Default: no."""
+        return False
+
+    def set_cliff(self, cliff_pps: float, source: str) -> None:
+        """(Re)set the saturation packet rate the controller switches around; `source` says where
+        it came from (configured, measured costs, cost model). Default: not used."""
+        return None
 
 
 VfPolicyFactory = Callable[[str, Capabilities], VfPolicy]
 PfControllerFactory = Callable[[str, Capabilities], PfController]
 
 
-class FixedItr:
+class FixedItr(VfPolicy):
     """Sets one ITR once and keeps it: the simplest policy, and the fixed-ITR peers."""
 
     def __init__(self, itr: int) -> None:
@@ -94,7 +64,7 @@ class FixedItr:
         return None
 
 
-class Observe:
+class Observe(VfPolicy):
     """Changes nothing: the VF keeps whatever it runs (the guest's adaptive ITR by default)."""
 
     name = "observe"
@@ -103,7 +73,7 @@ class Observe:
         return None
 
 
-class StockMode:
+class StockMode(PfController):
     """Leaves the PF in stock NAPI."""
 
     name = "stock"

@@ -18,14 +18,8 @@ import math
 from collections import deque
 from dataclasses import dataclass, field, replace
 
-from vftune.agent.policy import PfSample, VfSample
-from vftune.hostdriver.base import Inventory, Snapshot, VfCounters
-
-
-# 82599: 10 Gb/s on the wire. Its byte counters count the frame (header + FCS); on the wire each
-# frame also takes 8 B of preamble and a 12 B inter-frame gap.
-LINE_RATE_BPS = 10e9
-WIRE_EXTRA_B = 20
+from vftune.itr import LINE_RATE_BPS, WIRE_OVERHEAD_B
+from vftune.model import Inventory, PfSample, Snapshot, VfCounters, VfSample
 
 
 @dataclass(frozen=True)
@@ -70,7 +64,7 @@ def port_view(vf_rx: dict[str, tuple[float, float]], pf_rx: tuple[float, float],
     rx_bps = sum(b for b, _ in vf_rx.values()) + pf_rx[0]
     rx_pps = sum(p for _, p in vf_rx.values()) + pf_rx[1]
     frame = rx_bps / 8.0 / rx_pps if rx_pps > 0 else math.inf
-    capacity = line_rate_bps if math.isinf(frame) else line_rate_bps * frame / (frame + WIRE_EXTRA_B)
+    capacity = line_rate_bps if math.isinf(frame) else line_rate_bps * frame / (frame + WIRE_OVERHEAD_B)
     shares = {pci: fair_share(capacity, [b for other, b in want.items() if other != pci]) for pci in vf_rx}
     return PortView(rx_bps, capacity, shares)
 

@@ -1,4 +1,4 @@
-"""SearchTuner: the per-VF policy the agent runs by default (issue 3, sections 1 and 2).
+"""SearchTuner: the per-VF policy the agent runs by default: golden-section search, restarted.
 
 Per VF, over the agent's VfSamples:
 
@@ -49,8 +49,9 @@ import math
 from dataclasses import dataclass, fields
 
 from vftune.agent.itr_search import ItrSearch, bracket_from_capabilities
-from vftune.agent.policy import ItrDecision, VfSample
-from vftune.hostdriver.base import Capabilities, quantize_itr
+from vftune.agent.policy import VfPolicy
+from vftune.itr import itr_label, quantize_itr, same_itr
+from vftune.model import Capabilities, ItrDecision, VfSample
 
 _EPS = 1e-6
 
@@ -158,7 +159,7 @@ class WindowMeter:
         else:
             self._interrupts += s.interrupts
         if s.fresh and s.t - self._origin >= self.window_s - _EPS:
-            port = self._port or [None, None, None]
+            port: list[float | None] = list(self._port) if self._port else [None, None, None]
             w = Window(self._origin, s.t, self._bits, self._packets, self._interrupts, s.itr,
                        self._rx_bits, port[0], port[1], port[2])
             self._origin = s.t
@@ -219,20 +220,13 @@ class TunerOptions:
             raise ValueError(f"tuner option warm_span must be > 1, got {self.warm_span!r}")
 
     @classmethod
-    def from_mapping(cls, values: dict[str, object] | None) -> "TunerOptions":
+    def from_mapping(cls, values: dict[str, object] | None) -> TunerOptions:
         values = dict(values or {})
         known = {f.name for f in fields(cls)}
         unknown = sorted(set(values) - known)
         if unknown:
             raise ValueError(f"unknown tuner option {unknown[0]!r}; known: {', '.join(sorted(known))}")
         return cls(**values)  # type: ignore[arg-type]
-
-
-def _same_itr(a: int, b: int) -> bool:
-    """Whether the ITR a sample reports is the one asked for (drivers round to 2-us steps)."""
-    if a <= 0 or b <= 0:
-        return a == b
-    return abs(a - b) <= 0.05 * max(a, b)
 
 
 def _interrupt_rate(w: Window | None) -> float | None:
@@ -253,6 +247,16 @@ def _rel_change(now: float, ref: float) -> float:
 
 
 @dataclass
+class Convergence:
+    """One search that ended: when, when it started, how many measurements, and the rate kept."""
+
+    t: float
+    started: float | None
+    probes: int
+    best: int
+
+
+@dataclass(frozen=True)
 class _Event:
     t: float
     text: str
@@ -261,12 +265,12 @@ class _Event:
 IDLE, PROBING, HOLDING = "idle", "probing", "holding"
 
 
-class SearchTuner:
+class SearchTuner(VfPolicy):
     """Golden-section ITR tuning for one VF, with restarts and change detection."""
 
     name = "vftune"
 
-    def __init__(self, pci: str, caps: Capabilities, options: TunerOptions | dict | None = None) -> None:
+    def __init__(self, pci: str, caps: Capabilities, options: TunerOptions | dict[str, object] | None = None) -> None:
         self.pci = pci
         self.caps = caps
         self.options = options if isinstance(options, TunerOptions) else TunerOptions.from_mapping(options)
@@ -285,7 +289,7 @@ class SearchTuner:
         self.restarts: dict[str, int] = {"periodic": 0, "load": 0, "in_search": 0}
         self.last_event: str | None = None
         self.events: list[_Event] = []
-        self.convergences: list[dict[str, object]] = []
+        self.convergences: list[Convergence] = []
         self._misses = 0
         self._search_windows: dict[int, list[Window]] = {}
         self._baseline: Window | None = None
@@ -297,7 +301,6 @@ class SearchTuner:
         self._held_interrupts = 0
         self._held_intervals = 0
         self._search_started_t = 0.0
-        self._warm_next = False
         self._port_window: Window | None = None  # the last window that showed the port
         self._port_saturated_t = -math.inf  # end of the last window that found the port saturated
         self._capped_windows = 0  # this search's windows credited with the VF's port share only
@@ -404,7 +407,7 @@ class SearchTuner:
 
     def _step_probing(self, s: VfSample) -> ItrDecision | None:
         assert self.search is not None and self.probe_itr is not None
-        if not _same_itr(s.itr, self.probe_itr):
+        if not same_itr(s.itr, self.probe_itr):
             self._misses += 1
             if self._misses > self.options.max_apply_misses:
                 return self._abort(s, f"probe not applied: VF reports {s.itr}/s, asked {self.probe_itr}/s")
@@ -441,7 +444,7 @@ class SearchTuner:
             reason = f"restart: {self._held_intervals} intervals since convergence"
         else:
             return None
-        baseline = self._last_window if self._last_window and _same_itr(self._last_window.itr, s.itr) else None
+        baseline = self._last_window if self._last_window and same_itr(self._last_window.itr, s.itr) else None
         return self._begin(s, full=False, baseline=baseline, reason=reason)
 
     def _hold_factor(self) -> float:
@@ -486,7 +489,7 @@ class SearchTuner:
         if direction:
             self._shifted.append(w)
         if self._changed_windows >= o.change_windows and idle:
-            self._note(s.t, f"idle: load fell {rate:.0%}, holding {self._label(s.itr)}")
+            self._note(s.t, f"idle: load fell {rate:.0%}, holding {itr_label(s.itr)}")
             self.phase = IDLE
             self.meter.start(s.t, 0.0)
             return None
@@ -559,10 +562,10 @@ class SearchTuner:
             return self._converge(s)
         self.probe_itr = itr
         self._misses = 0
-        moved = not _same_itr(itr, s.itr)
+        moved = not same_itr(itr, s.itr)
         self.meter.start(s.t, self.options.settle_s if moved else 0.0)
         what = "incumbent" if itr == self.search.incumbent and self.search.phase == "baseline" else ""
-        text = f"probe {self.search.probes + 1}/{self.search.expected_probes()}: {self._label(itr)}"
+        text = f"probe {self.search.probes + 1}/{self.search.expected_probes()}: {itr_label(itr)}"
         if what:
             text += f" ({what})"
         if prefix:
@@ -580,9 +583,7 @@ class SearchTuner:
         if self._capped_windows:
             text += (f"; port saturated: judged on the VF's share of the port in {self._capped_windows} of "
                      f"{self._judged_windows} windows")
-        self.convergences.append(
-            {"t": s.t, "started": self._search_started_t, "probes": self.search.probes, "best": best}
-        )
+        self.convergences.append(Convergence(s.t, self._search_started_t, self.search.probes, best))
         self.phase = HOLDING
         self.held_itr = best
         self.probe_itr = None
@@ -590,7 +591,7 @@ class SearchTuner:
         self._held_intervals = 0
         self._reset_detection()
         self._last_window = None
-        moved = not _same_itr(best, s.itr)
+        moved = not same_itr(best, s.itr)
         self.meter.start(s.t, self.options.settle_s if moved else 0.0)
         if moved:
             return ItrDecision(best, text)
@@ -605,8 +606,8 @@ class SearchTuner:
         self.search = None
         self.probe_itr = None
         self.meter.start(s.t, self.options.settle_s)
-        text = f"{why}; back to {self._label(back)}"
-        if not _same_itr(back, s.itr):
+        text = f"{why}; back to {itr_label(back)}"
+        if not same_itr(back, s.itr):
             return ItrDecision(back, text)
         self._note(s.t, text)
         return None
@@ -638,7 +639,3 @@ class SearchTuner:
         self.last_event = text
         self.events.append(_Event(t, text))
         del self.events[:-100]
-
-    @staticmethod
-    def _label(itr: int) -> str:
-        return "adaptive" if itr == 0 else f"{itr}/s"

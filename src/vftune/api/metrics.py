@@ -1,18 +1,18 @@
-"""Prometheus metrics read from the agent's state at scrape time (no second copy of the state)."""
+"""Prometheus metrics read from the agent's view at scrape time (no second copy of the state)."""
 
 from __future__ import annotations
 
-from typing import Iterator
+from collections.abc import Callable, Iterator
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from vftune.agent.loop import Agent
+from vftune.model import AgentView
 
 
 class AgentCollector(Collector):
-    def __init__(self, agent: Agent) -> None:
-        self.agent = agent
+    def __init__(self, view: Callable[[], AgentView]) -> None:
+        self.view = view
 
     def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
         labels = ["pci", "pf", "guest"]
@@ -24,20 +24,18 @@ class AgentCollector(Collector):
         mode = GaugeMetricFamily("vftune_pf_rx_mode", "PF receive mode in force (1 for the active mode)",
                                  labels=["pf", "mode"])
         ticks = CounterMetricFamily("vftune_agent_ticks", "Agent ticks since start")
-        with self.agent.lock:
-            for vf in self.agent.inventory.vfs():
-                st = self.agent.vfs.get(vf.pci)
-                values = [vf.pci, vf.pf, vf.guest.name if vf.guest else ""]
-                itr.add_metric(values, st.itr if st else 0)
-                s = st.sample if st else None
-                if s is not None:
-                    rx_bps.add_metric(values, s.rx_bps)
-                    tx_bps.add_metric(values, s.tx_bps)
-                    rx_pps.add_metric(values, s.rx_pps)
-                    if s.interrupts_per_s is not None:
-                        ints.add_metric(values, s.interrupts_per_s)
-            for name, pf in self.agent.pfs.items():
-                for m in self.agent.caps.rx_modes:
-                    mode.add_metric([name, m], 1.0 if pf.mode == m else 0.0)
-            ticks.add_metric([], self.agent.ticks)
+        view = self.view()
+        for vf in view.vfs:
+            values = [vf.pci, vf.pf, vf.guest or ""]
+            itr.add_metric(values, vf.itr)
+            if vf.rx_bps is not None and vf.tx_bps is not None and vf.rx_pps is not None:
+                rx_bps.add_metric(values, vf.rx_bps)
+                tx_bps.add_metric(values, vf.tx_bps)
+                rx_pps.add_metric(values, vf.rx_pps)
+            if vf.interrupts_per_s is not None:
+                ints.add_metric(values, vf.interrupts_per_s)
+        for pf in view.pfs:
+            for m in view.capabilities.rx_modes:
+                mode.add_metric([pf.name, m], 1.0 if pf.mode == m else 0.0)
+        ticks.add_metric([], view.ticks)
         yield from (itr, rx_bps, tx_bps, rx_pps, ints, mode, ticks)

@@ -1,10 +1,18 @@
-"""Response models: the API's contract with orchestrators, and what /openapi.json documents."""
+"""Response models: the API's contract with orchestrators, and what /openapi.json documents.
+
+The state models read vftune.model's frozen views by attribute (from_attributes), so the
+API's JSON is these models' fields, not hand-built dicts.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+
+class ViewModel(BaseModel):
+    model_config = ConfigDict(from_attributes=True)
 
 
 class ErrorBody(BaseModel):
@@ -18,22 +26,21 @@ class Health(BaseModel):
     backend: str
 
 
-class CapabilitiesOut(BaseModel):
+class CapabilitiesOut(ViewModel):
     backend: str
     itr_min: int
     itr_max: int
     vf_itr: bool
     rx_modes: list[str]
-    pf_coalesce: bool
     napi_budget: bool
     counter_refresh_s: float
     missing: list[str]
 
 
-class PfOut(BaseModel):
+class PfOut(ViewModel):
     name: str
     pci: str
-    device_id: str
+    device_id: str = Field(description="PCI device id, 0x10fb")
     driver: str
     num_vfs: int
     total_vfs: int
@@ -45,8 +52,18 @@ class PfOut(BaseModel):
     rx_bps: float | None
     last_decision: str | None
 
+    @field_validator("device_id", mode="before")
+    @classmethod
+    def _hex(cls, value: object) -> object:
+        return f"0x{value:04x}" if isinstance(value, int) else value
 
-class CostModel(BaseModel):
+
+class IgnoredOut(ViewModel):
+    name: str
+    reason: str
+
+
+class CostModel(ViewModel):
     fit: dict[str, float] | None = Field(
         description="alpha: CPU s per million bytes, beta: per thousand packets, gamma: per thousand interrupts")
     cpu_per_1000_interrupts_s: float | None
@@ -56,7 +73,7 @@ class CostModel(BaseModel):
     note: str | None
 
 
-class HostOut(BaseModel):
+class HostOut(ViewModel):
     backend: str
     detail: str
     started: float
@@ -65,12 +82,11 @@ class HostOut(BaseModel):
     vf_count: int
     capabilities: CapabilitiesOut
     pfs: list[PfOut]
-    ignored: list[dict[str, str]]
+    ignored: list[IgnoredOut]
     cost_model: CostModel
-    extra: dict[str, Any] = Field(default_factory=dict)
 
 
-class VfOut(BaseModel):
+class VfOut(ViewModel):
     pci: str
     pf: str
     index: int

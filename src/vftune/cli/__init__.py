@@ -28,7 +28,8 @@ class LazyGroup(click.Group):
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         if cmd_name not in COMMAND_MODULES:
             return None
-        return importlib.import_module(f"vftune.cli.{cmd_name}").command
+        command: click.Command = importlib.import_module(f"vftune.cli.{cmd_name}").command
+        return command
 
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})

@@ -9,7 +9,8 @@ from typing import Any
 
 import click
 
-from vftune.hostdriver.base import HostError, Inventory
+from vftune.hostdriver.base import HostError
+from vftune.model import Inventory
 
 # Shared with `vftune run` (node_exporter's --path.sysfs / --path.procfs are the model).
 sysfs_root_option = click.option(

@@ -11,6 +11,7 @@ from rich.console import Console
 from rich.table import Table
 
 from vftune.cli.common import fail
+from vftune.itr import itr_label
 
 DEFAULT_URL = "http://127.0.0.1:8740"
 
@@ -59,7 +60,7 @@ def render(state: dict[str, Any], console: Console) -> None:
     for col in ("VF", "PF", "#", "guest", "ITR/s", "rx", "rx pps", "tx", "irq/s", "cpu", "phase", "last decision"):
         vfs.add_column(col, justify="right" if col in {"#", "ITR/s", "rx", "rx pps", "tx", "irq/s", "cpu"} else "left")
     for vf in state["vfs"]:
-        itr = "adaptive" if vf["itr"] == 0 else str(vf["itr"])
+        itr = itr_label(vf["itr"], unit="")  # the column says per second
         cpu = "-" if vf["guest_cpu"] is None else f"{vf['guest_cpu']:.2f}"
         vfs.add_row(
             vf["pci"], vf["pf"], str(vf["index"]), vf["guest"] or "-", itr,

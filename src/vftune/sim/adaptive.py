@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from vftune.hostdriver.base import quantize_itr
+from vftune.itr import quantize_itr
 
 LOWEST, LOW, BULK = 0, 1, 2
 CLASS_RATES = (100_000, 20_000, 12_000)

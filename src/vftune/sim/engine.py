@@ -16,7 +16,7 @@ What a real host shows, by host profile (HostSpec):
 - irq_time_accounting False (Debian 6.1's config has no CONFIG_IRQ_TIME_ACCOUNTING): hardirq
   time is sampled on the tick and reads ~0, so the VFs' forwarding cost vanishes from the
   host's irq/softirq time (`host_irq_cpu_visible`); softirq time for PF traffic stays.
-- posted_interrupts: the host's vfio-msix counts stay frozen (`interrupts_visible`).
+- posted_interrupts: the host's vfio-msix counts stay frozen (host.py reports them so).
 """
 
 from __future__ import annotations
@@ -25,36 +25,59 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from vftune.agent.hybrid import EPSILON, HybridSwitch
+from vftune.itr import frame_bytes, wire_bytes
 from vftune.sim.adaptive import AdaptiveItr
 from vftune.sim.model import VfInput, VfRates, platform_for, share_port
 from vftune.sim.noise import NoiseStream, NoNoise
-from vftune.sim.pfmode import (
-    STOCK_BUDGET,
-    HostRx,
-    HybridSwitch,
-    cliff_pps,
-    host_rx,
-    pf_itr_cap,
-)
-from vftune.sim.workload import HostSpec, Idle, frame_bytes, wire_bytes
+from vftune.sim.pfmode import STOCK_BUDGET, HostRx, cliff_pps, host_rx, pf_itr_cap
+from vftune.sim.workload import HostSpec, Idle
 
 COUNTER_REFRESH_S = 2.0  # ixgbe's service task copies VF counters this often
 MISSED_REFRESH_P = 0.02  # the service task is sometimes held off (resets, busy workqueue)
 REFRESH_JITTER_S = 0.05  # the service timer's slack (round_jiffies_relative)
 ETHTOOL_READS_PER_S = 1.0 / 30.0  # something reads ethtool -S on the PF now and then
-RESET_BLACKOUT_S = 2.0  # a PF reset takes the port and its VFs down this long
 PF_NOISE_STREAM = 10_000  # noise stream ids for PF host traffic start here
 
 
+@dataclass(frozen=True, slots=True)
+class VfTotals:
+    """A VF's cumulative counters (fractional: the model is a fluid)."""
+
+    rx_packets: float = 0.0
+    rx_bytes: float = 0.0
+    tx_packets: float = 0.0
+    tx_bytes: float = 0.0
+    interrupts: float = 0.0
+
+    @property
+    def bits(self) -> float:
+        """Bits the VF's byte counters count, both directions."""
+        return (self.rx_bytes + self.tx_bytes) * 8.0
+
+    def after(self, r: VfRates, h: float) -> VfTotals:
+        """These totals after `h` seconds at rates `r`."""
+        return VfTotals(self.rx_packets + r.rx_pps * h, self.rx_bytes + r.rx_Bps * h,
+                        self.tx_packets + r.tx_pps * h, self.tx_bytes + r.tx_Bps * h,
+                        self.interrupts + r.interrupts_per_s * h)
+
+    def toward(self, end: VfTotals, frac: float) -> VfTotals:
+        """The totals `frac` of the way from these to `end` (rates are constant inside a step)."""
+        return VfTotals(self.rx_packets + (end.rx_packets - self.rx_packets) * frac,
+                        self.rx_bytes + (end.rx_bytes - self.rx_bytes) * frac,
+                        self.tx_packets + (end.tx_packets - self.tx_packets) * frac,
+                        self.tx_bytes + (end.tx_bytes - self.tx_bytes) * frac,
+                        self.interrupts + (end.interrupts - self.interrupts) * frac)
+
+
 @dataclass
-class VfState:
+class SimVf:
     itr_request: int = 0  # 0 = the guest's adaptive ITR
     adaptive: AdaptiveItr = field(default_factory=AdaptiveItr)
-    # cumulative: rx_packets, rx_bytes, tx_packets, tx_bytes, interrupts
-    live: list[float] = field(default_factory=lambda: [0.0] * 5)
-    published: list[float] = field(default_factory=lambda: [0.0] * 5)
+    live: VfTotals = VfTotals()  # what the hardware has counted
+    published: VfTotals = VfTotals()  # what the PF last copied out (ixgbe's service task)
     published_time: float = 0.0
-    prev_live: list[float] = field(default_factory=lambda: [0.0] * 5)  # at the start of the last step
+    prev_live: VfTotals = VfTotals()  # at the start of the last step
     last: VfRates | None = None
 
     @property
@@ -63,18 +86,17 @@ class VfState:
 
 
 @dataclass
-class PfState:
+class SimPf:
     rx_mode: str = "napi"  # the setting: napi, de or hybrid
     napi_budget: int = STOCK_BUDGET
-    rx_usecs: int = 1
-    hybrid: HybridSwitch = field(default_factory=HybridSwitch)
+    rx_usecs: int = 1  # the PF's own coalescing: ixgbe's adaptive default (vftune never sets it)
+    # The patched driver's switch: the agent's, its cliff re-set every step (1.0 until then).
+    hybrid: HybridSwitch = field(default_factory=lambda: HybridSwitch(1.0, EPSILON))
     cliff_pps: float | None = None  # configured through rxmode/cliff_pps; None: the driver default
     mode_in_force: str = "napi"
     rate_pps: float = 0.0
     rx_packets: float = 0.0
     rx_bytes: float = 0.0
-    blackout_until: float = -1.0
-    resets: int = 0
     last: HostRx = field(default_factory=lambda: HostRx(0.0, 0.0, 0.0, 0.0))
 
 
@@ -95,10 +117,10 @@ class HostSim:
         self.spec, self.seed, self.step = spec, seed, step
         self.patched_counters = spec.patched_counters if patched_counters is None else patched_counters
         self.t = 0.0
-        self.vfs = [VfState() for _ in spec.vfs]
-        self.pfs = [PfState() for _ in range(spec.num_pfs)]
-        self.vf_noise: list[NoiseStream | NoNoise]
-        self.pf_noise: list[NoiseStream | NoNoise]
+        self.vfs = [SimVf() for _ in spec.vfs]
+        self.pfs = [SimPf() for _ in range(spec.num_pfs)]
+        self.vf_noise: list[NoiseStream] | list[NoNoise]
+        self.pf_noise: list[NoiseStream] | list[NoNoise]
         if noise:
             self.vf_noise = [NoiseStream(seed, i, spec.noise_sigma, spec.burst_gain) for i in range(len(spec.vfs))]
             self.pf_noise = [NoiseStream(seed, PF_NOISE_STREAM + p, spec.noise_sigma, spec.burst_gain)
@@ -118,7 +140,7 @@ class HostSim:
         self._next_ethtool = float(self._rng.exponential(1.0 / ETHTOOL_READS_PER_S))
         self._cliffs: dict[tuple[int, int, int], float] = {}
         self._port_vfs = [[i for i, vf in enumerate(spec.vfs) if vf.pf == p] for p in range(spec.num_pfs)]
-        self._last_key: tuple | None = None
+        self._last_key: tuple[object, ...] | None = None
         self._last_rates: HostRates | None = None
         self._vf_memo: dict[VfInput, VfRates] = {}
         self._memo_second = -1
@@ -143,12 +165,11 @@ class HostSim:
             else:
                 vm = spec.vm_by_name[vf.guest]
                 vcpu = min(1.0, (vm.vcpus - vm.background_cpu) / max(1, active.get(vm.name, 0)))
-            blackout = t < self.pfs[vf.pf].blackout_until
-            inputs.append(VfInput(w, itrs[i], share * vcpu * cap_noise, load_noise, blackout))
+            inputs.append(VfInput(w, itrs[i], share * vcpu * cap_noise, load_noise))
         pf_inputs = []
         for p in range(spec.num_pfs):
             pf = self.pfs[p]
-            lam = spec.host_load(p, phase).pps * self.pf_noise[p].at(t)[1] if t >= pf.blackout_until else 0.0
+            lam = spec.host_load(p, phase).pps * self.pf_noise[p].at(t)[1]
             # Hybrid's sub-mode moves once per step in _step(), not per evaluation.
             mode = pf.hybrid.mode if pf.rx_mode == "hybrid" else pf.rx_mode
             pf_inputs.append((lam, mode, pf.napi_budget, pf.rx_usecs))
@@ -204,23 +225,23 @@ class HostSim:
         phase = self.spec.phase_index(t0)
         for p, pf in enumerate(self.pfs):
             if pf.rx_mode == "hybrid":
-                pf.hybrid.update(pf.rate_pps, pf.cliff_pps or self._cliff(p, phase))
+                pf.hybrid.set_cliff(pf.cliff_pps or self._cliff(p, phase))
+                pf.hybrid.update(pf.rate_pps)
         r = self.rates(t0, self.delivered_itrs(), self._host_kernel_prev)
         self._host_kernel_prev = r.host_kernel_cpu
         for vf, vr in zip(self.vfs, r.vfs):
             vf.prev_live = vf.live
-            deltas = (vr.rx_pps * h, vr.rx_Bps * h, vr.tx_pps * h, vr.tx_Bps * h, vr.interrupts_per_s * h)
-            vf.live = [a + d for a, d in zip(vf.live, deltas)]
+            vf.live = vf.live.after(vr, h)
             vf.last = vr
             if vf.itr_request == 0:
-                vf.adaptive.update(deltas[1], deltas[3], deltas[4])
+                vf.adaptive.update(vr.rx_Bps * h, vr.tx_Bps * h, vr.interrupts_per_s * h)
         for p, (pf, pr) in enumerate(zip(self.pfs, r.pfs)):
             load = self.spec.host_load(p, phase)
             pf.rx_packets += pr.delivered_pps * h
             pf.rx_bytes += pr.delivered_pps * h * frame_bytes(load.packet_bytes)
             # The patched driver's estimator: shift-friendly smoothing over 8 ms windows settles
             # well inside one step, so it reads the arrival rate of the step.
-            lam = load.pps * self.pf_noise[p].at(t0)[1] if t0 >= pf.blackout_until else 0.0
+            lam = load.pps * self.pf_noise[p].at(t0)[1]
             pf.rate_pps = lam
             pf.mode_in_force = pf.hybrid.mode if pf.rx_mode == "hybrid" else pf.rx_mode
             pf.last = pr
@@ -234,29 +255,23 @@ class HostSim:
     def _refresh_counters(self, t0: float, h: float) -> None:
         if self.patched_counters:
             for vf in self.vfs:
-                vf.published = list(vf.live)
+                vf.published = vf.live
                 vf.published_time = self.t
             return
         while min(self._next_refresh, self._next_ethtool) <= self.t + 1e-9:
-            missed = False
             if self._next_ethtool < self._next_refresh:  # ethtool -S on the PF: every VF's counters now
                 at = self._next_ethtool
                 self._next_ethtool += float(self._rng.exponential(1.0 / ETHTOOL_READS_PER_S))
             else:
                 at = self._next_refresh
                 self._next_refresh += COUNTER_REFRESH_S
-                missed = self._rng.random() < MISSED_REFRESH_P
-                at = min(self.t, at + float(self._rng.uniform(0.0, REFRESH_JITTER_S)))
-            for p, pf in enumerate(self.pfs):
-                if missed or at < pf.blackout_until:
+                if self._rng.random() < MISSED_REFRESH_P:
                     continue
-                frac = (at - t0) / h if h > 0 else 1.0
-                frac = min(1.0, max(0.0, frac))
-                for vf_slot, vf in zip(self.spec.vfs, self.vfs):
-                    if vf_slot.pf != p:
-                        continue
-                    vf.published = [a + (b - a) * frac for a, b in zip(vf.prev_live, vf.live)]
-                    vf.published_time = at
+                at = min(self.t, at + float(self._rng.uniform(0.0, REFRESH_JITTER_S)))
+            frac = min(1.0, max(0.0, (at - t0) / h if h > 0 else 1.0))
+            for vf in self.vfs:
+                vf.published = vf.prev_live.toward(vf.live, frac)
+                vf.published_time = at
 
     # -- steady state ----------------------------------------------------------------------
     def steady_state(self, t: float, itrs: list[int], iterations: int = 4) -> HostRates:

@@ -7,53 +7,64 @@ speed=float("inf") never waits (benchmarks). A sleep ends early when stop() is c
 
 Actuators answer with Applied read back from the model: for an ITR, `old` is the previous
 setting (0 = the guest's adaptive ITR) and `applied` the rate the 82599 delivers for the request
-(whole 2.048 us steps); for rx-usecs, odd values round down to 2 us steps. A request the host cannot take (an
-unknown VF or PF, an ITR outside 956..488281, an unknown rx mode) does not raise: it returns
-Applied(ok=False, error=<one line naming the value>) and changes nothing, so the agent can record
-the failed decision. The simulated driver pair is the patched one: per-VF ITR, DE/NAPI/hybrid
-and NAPI budget on the PF. Changing a PF's rx-usecs across 6 us (RSC with LRO on) or across
-10 us (TXDCTL.WTHRESH) resets the port as ixgbe does: its VFs and host traffic stop for 2 s.
+(whole 2.048 us steps). A request the host cannot take (an unknown VF or PF, an ITR outside
+956..488281, an unknown rx mode) does not raise: it returns Applied(ok=False, error=<one line
+naming the value>) and changes nothing, so the agent can record the failed decision. The
+simulated driver pair is the patched one: per-VF ITR, DE/NAPI/hybrid and NAPI budget on the PF.
+The PF's own rx-usecs stays at ixgbe's adaptive default: vftune never writes it.
 """
 
 from __future__ import annotations
 
 import threading
 import time
+from dataclasses import dataclass
 
-from vftune.hostdriver.base import (
+from vftune.agent.hybrid import NAPI_BUDGET
+from vftune.hostdriver.base import HostDriver, WriteJournal
+from vftune.itr import (
     ITR_MAX_RATE,
     ITR_MIN_RATE,
+    MAX_VFS_PER_PF,
+    PF_DEVICE_ID_SFP,
+    quantize_itr,
+)
+from vftune.model import (
     RX_MODES,
     Applied,
     Capabilities,
     Guest,
-    HostDriver,
     Inventory,
     PfCounters,
     PfInfo,
     Snapshot,
     VfCounters,
     VfInfo,
-    WriteJournal,
-    quantize_itr,
 )
-from vftune.sim.engine import COUNTER_REFRESH_S, RESET_BLACKOUT_S, HostSim
-from vftune.sim.layout import PF_DEVICE_ID, PF_DRIVER, pf_name, pf_pci, vf_pci
-from vftune.sim.pfmode import HYBRID_DEFAULT_BUDGET, STOCK_BUDGET
+from vftune.sim.engine import COUNTER_REFRESH_S, HostSim
+from vftune.sim.layout import PF_DRIVER, pf_name, pf_pci, vf_pci
 from vftune.sim.scenarios import build
-from vftune.sim.workload import MAX_VFS_PER_PF
 
 MAX_NAPI_BUDGET = 1024
-MAX_RX_USECS = 1022
 DEFAULT_STEP_S = 0.5
 
 
-def _rsc_off(rx_usecs: int) -> bool:
-    return rx_usecs != 1 and rx_usecs <= 6
+# What restore() needs to put one setting back, as first written.
+@dataclass(frozen=True)
+class ItrWrite:
+    vf: str
+    itr_request: int  # 0 = the guest's adaptive ITR
 
 
-def _below_10us(rx_usecs: int) -> bool:
-    return rx_usecs != 1 and rx_usecs < 10
+@dataclass(frozen=True)
+class RxModeWrite:
+    pf: str
+    rx_mode: str
+    napi_budget: int
+    cliff_pps: float | None
+
+
+SimWrite = ItrWrite | RxModeWrite
 
 
 class SimHost(HostDriver):
@@ -68,7 +79,7 @@ class SimHost(HostDriver):
         self.sim = HostSim(self.spec, seed, step=step, patched_counters=patched_counters)
         self._stop = stop_event if stop_event is not None else threading.Event()
         self._lock = threading.RLock()
-        self._journal = WriteJournal()
+        self._journal: WriteJournal[SimWrite] = WriteJournal()
         self._pf_names = [pf_name(p) for p in range(self.spec.num_pfs)]
         self._vf_by_pci = {vf_pci(vf.pf, vf.index): i for i, vf in enumerate(self.spec.vfs)}
         self._previous: dict[str, tuple[int, int, int, int]] = {}
@@ -85,7 +96,7 @@ class SimHost(HostDriver):
                        guest=guests[vf.guest] if vf.guest else None)
                 for vf in self.spec.vfs if vf.pf == p
             )
-            pfs.append(PfInfo(pf_name(p), pf_pci(p), PF_DEVICE_ID, PF_DRIVER, len(vfs), MAX_VFS_PER_PF, vfs))
+            pfs.append(PfInfo(pf_name(p), pf_pci(p), PF_DEVICE_ID_SFP, PF_DRIVER, len(vfs), MAX_VFS_PER_PF, vfs))
         return Inventory(tuple(pfs))
 
     def inventory(self) -> Inventory:
@@ -94,7 +105,7 @@ class SimHost(HostDriver):
     def capabilities(self) -> Capabilities:
         return Capabilities(
             backend="sim", itr_min=ITR_MIN_RATE, itr_max=ITR_MAX_RATE, vf_itr=True, rx_modes=RX_MODES,
-            pf_coalesce=True, napi_budget=True,
+            napi_budget=True,
             counter_refresh_s=0.0 if self.sim.patched_counters else COUNTER_REFRESH_S,
             missing=self._missing(),
         )
@@ -143,7 +154,8 @@ class SimHost(HostDriver):
             vfs: dict[str, VfCounters] = {}
             for pci, i in self._vf_by_pci.items():
                 state = self.sim.vfs[i]
-                rx_p, rx_b, tx_p, tx_b = (int(v) for v in state.published[:4])
+                seen = state.published
+                rx_p, rx_b, tx_p, tx_b = int(seen.rx_packets), int(seen.rx_bytes), int(seen.tx_packets), int(seen.tx_bytes)
                 counters = (rx_p, rx_b, tx_p, tx_b)
                 previous = self._previous.get(pci)
                 refresh_due = now - state.published_time > COUNTER_REFRESH_S + 1e-6
@@ -152,7 +164,7 @@ class SimHost(HostDriver):
                 # With posted interrupts the host's vfio-msix counts never move; the Linux
                 # backend's counter health check flags that, the simulated host says so at once.
                 posted = self.spec.posted_interrupts
-                vfs[pci] = VfCounters(rx_p, rx_b, tx_p, tx_b, interrupts=0 if posted else int(state.live[4]),
+                vfs[pci] = VfCounters(rx_p, rx_b, tx_p, tx_b, interrupts=0 if posted else int(state.live.interrupts),
                                       counters_time=state.published_time, stale=stale, interrupts_frozen=posted)
             pfs = {
                 name: PfCounters(int(pf.rx_packets), int(pf.rx_bytes), current_mode=pf.mode_in_force,
@@ -178,7 +190,7 @@ class SimHost(HostDriver):
             if itr != 0 and not ITR_MIN_RATE <= itr <= ITR_MAX_RATE:
                 return Applied(vf_pci, "itr", itr, old, old, ok=False,
                                error=f"{vf_pci}: ITR {itr} outside {ITR_MIN_RATE}..{ITR_MAX_RATE} interrupts/s (0 = adaptive)")
-            self._journal.remember(vf_pci, "itr", old)
+            self._journal.remember(vf_pci, "itr", ItrWrite(vf_pci, old))
             state.itr_request = quantize_itr(itr) if itr else 0
             return Applied(vf_pci, "itr", itr, old, state.itr_request)
 
@@ -202,11 +214,11 @@ class SimHost(HostDriver):
             if cliff_pps is not None and not 1 <= cliff_pps <= 1e8:
                 return Applied(pf, "rx_mode", mode, old, old, ok=False,
                                error=f"{pf}: cliff {cliff_pps} packets/s outside 1..100000000")
-            self._journal.remember(pf, "rx_mode", (old, state.napi_budget, state.cliff_pps))
+            self._journal.remember(pf, "rx_mode", RxModeWrite(pf, old, state.napi_budget, state.cliff_pps))
             if cliff_pps is not None:
                 state.cliff_pps = float(cliff_pps)  # the simulated driver keeps its epsilon (0.15)
             if napi_budget is None and mode == "hybrid" and old != "hybrid":
-                napi_budget = HYBRID_DEFAULT_BUDGET
+                napi_budget = NAPI_BUDGET  # the paper's budget, the patched driver's default
             state.rx_mode = mode
             if napi_budget is not None:
                 state.napi_budget = napi_budget
@@ -214,56 +226,22 @@ class SimHost(HostDriver):
                 state.mode_in_force = mode
             return Applied(pf, "rx_mode", mode, old, state.rx_mode)
 
-    def set_pf_coalesce(self, pf: str, rx_usecs: int) -> Applied:
-        with self._lock:
-            p = self._pf_index(pf)
-            if p is None:
-                return Applied(pf, "rx_usecs", rx_usecs, None, None, ok=False, error=f"unknown PF {pf}")
-            state = self.sim.pfs[p]
-            old = state.rx_usecs
-            if not 0 <= rx_usecs <= MAX_RX_USECS:
-                return Applied(pf, "rx_usecs", rx_usecs, old, old, ok=False,
-                               error=f"{pf}: rx-usecs {rx_usecs} outside 0..{MAX_RX_USECS}")
-            new = rx_usecs if rx_usecs <= 1 else rx_usecs - rx_usecs % 2  # 2 us steps
-            self._journal.remember(pf, "rx_usecs", old)
-            self._write_rx_usecs(p, new)
-            return Applied(pf, "rx_usecs", rx_usecs, old, new)
-
-    def _write_rx_usecs(self, p: int, new: int) -> None:
-        state = self.sim.pfs[p]
-        old = state.rx_usecs
-        if _rsc_off(old) != _rsc_off(new) or _below_10us(old) != _below_10us(new):
-            state.blackout_until = self.sim.t + RESET_BLACKOUT_S
-            state.resets += 1
-        state.rx_usecs = new
-
-    def port_resets(self, pf: str) -> int:
-        p = self._pf_index(pf)
-        return 0 if p is None else self.sim.pfs[p].resets
-
     def restore(self) -> list[Applied]:
         restored: list[Applied] = []
         with self._lock:
-            for target, setting, old in self._journal.drain():
-                if setting == "itr":
-                    state = self.sim.vfs[self._vf_by_pci[target]]
-                    was = state.itr_request
-                    state.itr_request = int(old)  # type: ignore[call-overload]
-                    restored.append(Applied(target, setting, old, was, state.itr_request))
-                elif setting == "rx_mode":
-                    state_pf = self.sim.pfs[self._pf_names.index(target)]
-                    mode, budget, cliff = old if isinstance(old, tuple) else (old, STOCK_BUDGET, None)
-                    was_mode = state_pf.rx_mode
-                    state_pf.rx_mode, state_pf.napi_budget, state_pf.cliff_pps = mode, budget, cliff
-                    if mode != "hybrid":
-                        state_pf.mode_in_force = mode
-                    restored.append(Applied(target, setting, mode, was_mode, mode))
+            for entry in self._journal.drain():
+                if isinstance(entry, ItrWrite):
+                    vf = self.sim.vfs[self._vf_by_pci[entry.vf]]
+                    was = vf.itr_request
+                    vf.itr_request = entry.itr_request
+                    restored.append(Applied(entry.vf, "itr", entry.itr_request, was, vf.itr_request))
                 else:
-                    p = self._pf_names.index(target)
-                    was = self.sim.pfs[p].rx_usecs
-                    self._write_rx_usecs(p, int(old))  # type: ignore[call-overload]
-                    state_pf = self.sim.pfs[p]
-                    restored.append(Applied(target, setting, old, was, state_pf.rx_usecs))
+                    pf = self.sim.pfs[self._pf_names.index(entry.pf)]
+                    was_mode = pf.rx_mode
+                    pf.rx_mode, pf.napi_budget, pf.cliff_pps = entry.rx_mode, entry.napi_budget, entry.cliff_pps
+                    if entry.rx_mode != "hybrid":
+                        pf.mode_in_force = entry.rx_mode
+                    restored.append(Applied(entry.pf, "rx_mode", entry.rx_mode, was_mode, entry.rx_mode))
         return restored
 
     def close(self) -> None:

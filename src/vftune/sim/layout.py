@@ -10,7 +10,6 @@ from __future__ import annotations
 BUS = 3
 SRIOV_OFFSET = 0x80
 SRIOV_STRIDE = 2
-PF_DEVICE_ID = 0x10FB  # 82599 SFP+
 PF_DRIVER = "ixgbe"
 
 

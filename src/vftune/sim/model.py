@@ -51,6 +51,7 @@ import math
 from dataclasses import dataclass
 from typing import NamedTuple
 
+from vftune.itr import LINE_RATE_BPS, MTU, frame_bytes, wire_bytes
 from vftune.sim.costs import (
     APP_CALL_PACKETS,
     EXIT_CYCLES,
@@ -63,17 +64,7 @@ from vftune.sim.costs import (
     cycles_s,
 )
 from vftune.sim.pfmode import napi_kernel_share
-from vftune.sim.workload import (
-    LINE_RATE_BPS,
-    MTU,
-    HostSpec,
-    Idle,
-    RequestResponse,
-    Stream,
-    Workload,
-    frame_bytes,
-    wire_bytes,
-)
+from vftune.sim.workload import HostSpec, Idle, RequestResponse, Stream, Workload
 
 NAPI_BUDGET = 64  # per poll (NAPI_POLL_WEIGHT)
 LIVELOCK_FLOOR = 0.01  # share of its CPU a livelocked receiver's application still gets
@@ -135,7 +126,6 @@ class VfInput(NamedTuple):  # a tuple: built for every VF at every step, so it m
     itr: float  # the rate the vector is throttled to now (interrupts/s; 1/delay for Pro/1000)
     capacity: float  # CPU seconds per second its receive vCPU can spend
     load_factor: float = 1.0  # seeded noise and bursts on the offered load
-    blackout: bool = False  # the port is resetting
 
 
 class VfRates(NamedTuple):
@@ -400,8 +390,6 @@ def _idle(w: Idle, vf: VfInput, plat: Platform) -> VfRates:
 def vf_rates(vf: VfInput, rx_cap_wire_bps: float = INF, tx_cap_wire_bps: float = INF,
              plat: Platform = DEFAULT_PLATFORM) -> VfRates:
     """One VF's steady rates, given what the port leaves it in each direction."""
-    if vf.blackout:
-        return ZERO
     w = vf.workload
     if isinstance(w, Stream):
         return _stream(w, vf, plat, rx_cap_wire_bps)

@@ -17,14 +17,13 @@ The cliff is the rate where DE's kernel plus application work fills the core.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from vftune.sim.costs import HOST, Costs
 from vftune.sim.workload import HostTraffic
 
 NAPI_OVERHEAD = 1.15  # softirq raise and poll-list handling per packet, relative to DE
-HYBRID_EPSILON = 0.15
-HYBRID_DEFAULT_BUDGET = 2
 STOCK_BUDGET = 64
 CORE = 1.0  # CPU seconds per second of the core serving the PF's queues
 
@@ -109,21 +108,4 @@ def salah_cliff(per_packet_s: float, per_interrupt_s: float) -> float:
     """Salah et al.'s closed form for the cliff, r/2 * (sqrt(1 + 4 mu/r) - 1), with 1/mu the
     time to process one packet and deliver it to the application and 1/r the interrupt cost."""
     mu, r = 1.0 / per_packet_s, 1.0 / per_interrupt_s
-    return r / 2.0 * ((1.0 + 4.0 * mu / r) ** 0.5 - 1.0)
-
-
-@dataclass
-class HybridSwitch:
-    """The patched driver's two-threshold switch; starts in DE like the paper's."""
-
-    mode: str = "de"
-    switches: int = 0
-
-    def update(self, rate_pps: float, cliff: float) -> str:
-        if self.mode == "de" and rate_pps > (1 + HYBRID_EPSILON) * cliff:
-            self.mode = "napi"
-            self.switches += 1
-        elif self.mode == "napi" and rate_pps < (1 - HYBRID_EPSILON) * cliff:
-            self.mode = "de"
-            self.switches += 1
-        return self.mode
+    return float(r / 2.0 * (math.sqrt(1.0 + 4.0 * mu / r) - 1.0))

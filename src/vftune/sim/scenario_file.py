@@ -19,8 +19,8 @@ from typing import Any
 
 import numpy as np
 
+from vftune.itr import MAX_VFS_PER_PF
 from vftune.sim.workload import (
-    MAX_VFS_PER_PF,
     HostSpec,
     HostTraffic,
     Idle,
@@ -336,15 +336,17 @@ def _phase(c: _Checker, p: dict[str, Any], where: str, cycle: float | None, nic:
     kind = c.choice(p, "kind", where, "", KINDS)
     max_packet = 9000 if nic == "82599" else 16110
     values: dict[str, float] = {}
-    for key, low, high in (("packet_bytes", 46, max_packet), ("request_bytes", 1, 1 << 26),
-                           ("response_bytes", 1, 1 << 26), ("in_flight", 1, 4096)):
+    for key, least, most in (("packet_bytes", 46, max_packet), ("request_bytes", 1, 1 << 26),
+                             ("response_bytes", 1, 1 << 26), ("in_flight", 1, 4096)):
         if key in p:
-            values[key] = float(c.integer(p, key, where, 0, low, high))
-    for key, kw in (("offered_bps", {"above": 0.0, "high": 1e11}), ("window_bytes", {"low": 1024.0, "high": 2.0**31}),
-                    ("rtt_us", {"low": 0.0, "high": 1e6}), ("service_us", {"low": 0.0, "high": 1e6}),
-                    ("pps", {"low": 0.0, "high": 1e8})):
-        if key in p:
-            values[key] = c.number(p, key, where, None, **kw)  # type: ignore[arg-type,assignment]
+            values[key] = float(c.integer(p, key, where, 0, least, most))
+    bounds: tuple[tuple[str, float | None, float, float | None], ...] = (
+        ("offered_bps", None, 1e11, 0.0), ("window_bytes", 1024.0, 2.0**31, None), ("rtt_us", 0.0, 1e6, None),
+        ("service_us", 0.0, 1e6, None), ("pps", 0.0, 1e8, None))
+    for key, low, high, above in bounds:
+        value = c.number(p, key, where, None, low=low, high=high, above=above)
+        if value is not None:
+            values[key] = value
     if kind == "tcp" and values.get("packet_bytes", 1500) <= 52:
         raise c.fail(f"{where}packet_bytes", p["packet_bytes"], "a TCP segment needs more than 52 bytes of headers")
     return PhaseDef(at, kind, values)

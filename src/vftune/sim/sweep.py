@@ -1,4 +1,4 @@
-"""Steady-state sweeps of the simulated host, and the oracle built on them.
+"""Steady-state sweeps of the simulated host (the benchmark's oracle is built on them).
 
 Steady state = the fluid model's expected rates (noise at its mean) once the host's share of
 cores has settled; the seed picks the scenario instance (its parameter jitter), so sweeps are
@@ -6,22 +6,17 @@ deterministic per seed. Throughput is what the VF counters show (rx + tx frame b
 over the tunable VFs, the quantity an agent measures. `cpu` is the fraction of the host's cores
 spent on network work: the guests' receive paths plus the host's irq/softirq time (guests'
 background load excluded).
-
-The oracle is the best fixed ITR of each tunable VF in each phase: coordinate ascent over the
-grid, each VF in turn, maximizing the host's total throughput with the others held; on ties
-(within TIE_TOLERANCE) the lower interrupt rate wins, since it costs less CPU.
 """
 
 from __future__ import annotations
 
-import functools
-from dataclasses import dataclass
+from typing import Any
 
-from vftune.hostdriver.base import ITR_MAX_RATE, ITR_MIN_RATE, ITR_STEP_US, quantize_itr
+from vftune.itr import ITR_MAX_RATE, ITR_MIN_RATE, ITR_STEP_US, quantize_itr
 from vftune.sim.engine import HostRates, HostSim
 from vftune.sim.layout import vf_pci
 from vftune.sim.model import VfRates
-from vftune.sim.scenarios import build, get_scenario
+from vftune.sim.scenarios import build
 from vftune.sim.workload import HostSpec, RequestResponse, Stream
 
 GRID_RATIO = 1.04  # neighbouring grid points 4% apart: the peak is found within ~2%
@@ -51,7 +46,7 @@ def tunable_vfs(spec: HostSpec) -> list[int]:
     return [i for i, vf in enumerate(spec.vfs) if vf.guest is not None]
 
 
-def _throughput_bps(rates: HostRates, indexes: list[int]) -> float:
+def throughput_bps(rates: HostRates, indexes: list[int]) -> float:
     return sum((rates.vfs[i].rx_Bps + rates.vfs[i].tx_Bps) * 8.0 for i in indexes)
 
 
@@ -59,10 +54,10 @@ def _network_cpu(rates: HostRates, indexes: list[int]) -> float:
     return sum(rates.vfs[i].guest_cpu for i in indexes) + rates.host_kernel_cpu
 
 
-def best_point(points: list[dict], tolerance: float = TIE_TOLERANCE) -> int:
+def best_point(points: list[dict[str, Any]], tolerance: float = TIE_TOLERANCE) -> int:
     """The lowest ITR whose throughput is within `tolerance` of the best."""
     top = max(p["throughput_bps"] for p in points)
-    return min(p["itr"] for p in points if p["throughput_bps"] >= top * (1.0 - tolerance))
+    return int(min(p["itr"] for p in points if p["throughput_bps"] >= top * (1.0 - tolerance)))
 
 
 def _rr_latency(rates: list[VfRates]) -> dict[str, float]:
@@ -76,7 +71,7 @@ def _rr_latency(rates: list[VfRates]) -> dict[str, float]:
     return {"latency_us_mean": round(mean * 1e6, 2), "latency_us_p99": round(max(p for _, p, _ in rr) * 1e6, 2)}
 
 
-def _figures(r: VfRates, itr: int, host_cpus: int) -> dict:
+def _figures(r: VfRates, itr: int, host_cpus: int) -> dict[str, Any]:
     return {
         "itr": itr,
         "interval_us": round(1e6 / itr, 3),
@@ -88,7 +83,7 @@ def _figures(r: VfRates, itr: int, host_cpus: int) -> dict:
     }
 
 
-def sweep(scenario: str, itrs: list[int] | None = None, seed: int = 0, t: float = 0.0) -> dict:
+def sweep(scenario: str, itrs: list[int] | None = None, seed: int = 0, t: float = 0.0) -> dict[str, Any]:
     """The host's steady state with every tunable VF fixed at each ITR of the grid.
 
     Returns {"scenario", "seed", "time", "phase", "points", "best_itr"}; each point has the
@@ -117,7 +112,7 @@ def sweep(scenario: str, itrs: list[int] | None = None, seed: int = 0, t: float 
         points.append({
             "itr": itr,
             "interval_us": round(1e6 / itr, 3),
-            "throughput_bps": round(_throughput_bps(rates, tunable), 1),
+            "throughput_bps": round(throughput_bps(rates, tunable), 1),
             "goodput_bps": round(sum(rates.vfs[i].delivered_bps for i in tunable), 1),
             "cpu": round(_network_cpu(rates, tunable) / spec.host_cpus, 6),
             "interrupts_per_s": round(sum(rates.vfs[i].interrupts_per_s for i in tunable), 1),
@@ -132,83 +127,3 @@ def _kind(w: object) -> str:
     if isinstance(w, Stream):
         return "tcp" if w.acked else "udp"
     return "rr" if isinstance(w, RequestResponse) else "idle"
-
-
-@dataclass(frozen=True)
-class OraclePhase:
-    start_s: float
-    end_s: float | None  # within the first cycle; None = open-ended
-    label: str
-    itrs: dict[str, int]  # VF PCI address -> best fixed ITR
-    throughput_bps: float
-
-
-@dataclass(frozen=True)
-class OraclePlan:
-    scenario: str
-    seed: int
-    cycle_s: float | None
-    phases: tuple[OraclePhase, ...]
-
-    def phase_at(self, t: float) -> OraclePhase:
-        if self.cycle_s:
-            t = t % self.cycle_s
-        current = self.phases[0]
-        for phase in self.phases:
-            if t >= phase.start_s:
-                current = phase
-        return current
-
-
-def _oracle_phase(sim: HostSim, t: float, grid: list[int], rounds: int) -> tuple[dict[int, int], float]:
-    spec = sim.spec
-    tunable = tunable_vfs(spec)
-    everyone = list(range(len(spec.vfs)))
-    base = [sim.vfs[i].itr for i in everyone]
-
-    def total(itrs: list[int]) -> float:
-        return _throughput_bps(sim.steady_state(t, itrs, iterations=3), everyone)
-
-    # Start from the best common ITR, then improve one VF at a time.
-    coarse = grid[::3]
-    common = max(coarse, key=lambda itr: (total([itr if i in tunable else base[i] for i in everyone]), -itr))
-    itrs = [common if i in tunable else base[i] for i in everyone]
-    best_total = total(itrs)
-    for _ in range(rounds):
-        for i in tunable:
-            candidates = {itr: 0.0 for itr in coarse}
-            for itr in coarse:
-                candidates[itr] = total(itrs[:i] + [itr] + itrs[i + 1:])
-            top = max(candidates, key=lambda k: candidates[k])
-            pos = grid.index(top)
-            for itr in grid[max(0, pos - 3): pos + 4]:
-                if itr not in candidates:
-                    candidates[itr] = total(itrs[:i] + [itr] + itrs[i + 1:])
-            peak = max(candidates.values())
-            itrs[i] = min(k for k, v in candidates.items() if v >= peak * (1.0 - TIE_TOLERANCE))
-        best_total = total(itrs)
-    return {i: itrs[i] for i in tunable}, best_total
-
-
-@functools.lru_cache(maxsize=32)
-def oracle_plan(scenario: str, seed: int = 0, rounds: int = 1) -> OraclePlan:
-    """Best fixed ITR per tunable VF and per phase (cached; a few seconds for 16 VFs)."""
-    get_scenario(scenario)
-    spec = build(scenario, seed)
-    sim = HostSim(spec, seed, noise=False)
-    grid = default_grid()
-    phases = []
-    for index, phase in enumerate(spec.phases):
-        start, end = spec.phase_bounds(index)
-        itrs, thpt = _oracle_phase(sim, start, grid, rounds)
-        by_pci = {vf_pci(spec.vfs[i].pf, spec.vfs[i].index): itr for i, itr in itrs.items()}
-        phases.append(OraclePhase(start, end, phase.label, by_pci, thpt))
-    return OraclePlan(scenario, seed, spec.cycle_s, tuple(phases))
-
-
-def oracle_itr(scenario: str, seed: int, vf_pci: str, t: float) -> int:
-    """The oracle's ITR for the VF at this PCI address at simulated time t."""
-    itrs = oracle_plan(scenario, seed).phase_at(t).itrs
-    if vf_pci not in itrs:
-        raise ValueError(f"VF {vf_pci} is not a tunable VF of scenario {scenario}")
-    return itrs[vf_pci]

@@ -37,7 +37,7 @@ import numpy as np
 from vftune.sim.costs import APP_CALL_PACKETS, GEIST_P4, JIFFY_S, cpu_costs
 from vftune.sim.engine import HostSim
 from vftune.sim.model import Platform, VfInput, vf_rates
-from vftune.sim.pfmode import STOCK_BUDGET, host_rx, salah_cliff
+from vftune.sim.pfmode import STOCK_BUDGET, HostRx, host_rx, salah_cliff
 from vftune.sim.workload import HostTraffic, RequestResponse, Stream
 
 GEIST_DELAYS = (10, 20, 40, 80, 160, 320, 480, 640, 800, 960, 1280, 1600, 2000, 2560, 3200)
@@ -202,14 +202,14 @@ def _wu_wang_sim(n_vms: int, packet_bytes: int) -> HostSim:
     return HostSim(build(name, 0), 0, noise=False)
 
 
-def _host_figures(sim, itrs: list[int]) -> tuple[float, float]:
+def _host_figures(sim: HostSim, itrs: list[int]) -> tuple[float, float]:
     r = sim.steady_state(0.0, itrs)
     thpt = sum(v.delivered_bps for v in r.vfs)  # netperf reports what the application receives
     cpu = sum(v.guest_cpu for v in r.vfs) + r.host_kernel_cpu
     return thpt, cpu
 
 
-def _default_figures(sim) -> tuple[float, float]:
+def _default_figures(sim: HostSim) -> tuple[float, float]:
     """The guests' own adaptive ITR, settled (noise off)."""
     sim.advance(30.0)
     return _host_figures(sim, sim.delivered_itrs())
@@ -270,10 +270,10 @@ def salah_rows() -> list[Row]:
     load = HostTraffic(packet_bytes=64, app_packet_s=APP_CALL_PACKETS * costs.per_packet_s, constant_rate=True)
     inf = float("inf")
 
-    def de(lam: float):
+    def de(lam: float) -> HostRx:
         return host_rx(load, lam, "de", STOCK_BUDGET, inf, costs)
 
-    def napi(lam: float, budget: int):
+    def napi(lam: float, budget: int) -> HostRx:
         return host_rx(load, lam, "napi", budget, inf, costs)
 
     # The simulated cliff: the highest rate DE still delivers in full (kernel + application).

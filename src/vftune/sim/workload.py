@@ -7,23 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-# Ethernet on the wire per frame beyond the IP packet: header + FCS, then preamble + inter-frame gap.
-FRAME_OVERHEAD_B = 18
-WIRE_OVERHEAD_B = 20
-LINE_RATE_BPS = 10e9  # 82599 port
-MAX_VFS_PER_PF = 63  # one traffic class
-MSIX_PER_VF = 3  # two queue vectors (rx/tx pairs) and the mailbox
-MTU = 1500
-
-
-def frame_bytes(ip_bytes: float) -> float:
-    """What the NIC's byte counters count for one packet (header + FCS included)."""
-    return ip_bytes + FRAME_OVERHEAD_B
-
-
-def wire_bytes(ip_bytes: float) -> float:
-    """What one packet occupies on the wire."""
-    return ip_bytes + FRAME_OVERHEAD_B + WIRE_OVERHEAD_B
+from vftune.itr import MAX_VFS_PER_PF, MTU
 
 
 @dataclass(frozen=True)

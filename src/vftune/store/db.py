@@ -11,12 +11,11 @@ from __future__ import annotations
 import os
 import sqlite3
 import threading
-from dataclasses import dataclass
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any
 
-from vftune.agent.policy import PfSample, VfSample
-from vftune.hostdriver.base import Inventory
+from vftune.model import Decision, Inventory, PfSample, VfSample
 
 # Each entry upgrades the schema from version i to i + 1. Never edit a released step: append.
 MIGRATIONS: list[str] = [
@@ -73,19 +72,6 @@ class StoreError(Exception):
     """The database cannot be opened or is from a newer vftune."""
 
 
-@dataclass(frozen=True)
-class Decision:
-    t: float
-    target: str
-    setting: str
-    old: Any
-    requested: Any
-    applied: Any
-    ok: bool
-    reason: str
-    error: str | None = None
-
-
 def _text(value: Any) -> str | None:
     return None if value is None else str(value)
 
@@ -116,7 +102,7 @@ class Store:
 
     @property
     def schema_version(self) -> int:
-        return self._db.execute("PRAGMA user_version").fetchone()[0]
+        return int(self._db.execute("PRAGMA user_version").fetchone()[0])
 
     def close(self) -> None:
         with self._lock:
@@ -246,7 +232,8 @@ class Store:
     def decisions(
         self, target: str | None, since: float, until: float, limit: int
     ) -> list[dict[str, Any]]:
-        where, args = "t >= ? AND t <= ?", [since, until]
+        where = "t >= ? AND t <= ?"
+        args: list[float | str] = [since, until]
         if target is not None:
             where += " AND target = ?"
             args.append(target)
@@ -264,7 +251,7 @@ class Store:
     def count(self, table: str) -> int:
         if table not in {"samples", "pf_samples", "decisions", "vfs", "pfs", "runs", "cost_fits", "guest_events"}:
             raise ValueError(f"unknown table {table!r}")
-        return self._rows(f"SELECT COUNT(*) AS n FROM {table}")[0]["n"]
+        return int(self._rows(f"SELECT COUNT(*) AS n FROM {table}")[0]["n"])
 
 
 def check_writable(path: str | os.PathLike[str]) -> str | None:

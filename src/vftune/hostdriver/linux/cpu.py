@@ -60,7 +60,7 @@ class ProcessCpu:
                 if proc is None:
                     proc = self._procs[pid] = psutil.Process(pid)
                 t = proc.cpu_times()
-                return t.user + t.system
+                return float(t.user + t.system)
             except psutil.Error as exc:
                 self._procs.pop(pid, None)
                 raise HostError(f"process {pid}: {exc.__class__.__name__}") from None

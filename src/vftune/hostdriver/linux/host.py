@@ -12,32 +12,21 @@ import logging
 import os
 import threading
 import time
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any
 
-from vftune.hostdriver.base import (
-    RX_MODES,
-    Applied,
-    Capabilities,
-    HostDriver,
-    HostError,
-    Inventory,
-    PfCounters,
-    Snapshot,
-    VfCounters,
-    WriteJournal,
-    itr_to_usecs,
-    usecs_to_itr,
-)
+from vftune.hostdriver.base import HostDriver, HostError, WriteJournal
 from vftune.hostdriver.linux import patched_attrs as pa
 from vftune.hostdriver.linux.counter_health import CounterHealth
 from vftune.hostdriver.linux.cpu import ProcessCpu, parse_proc_stat
-from vftune.hostdriver.linux.ethtool_coalesce import CoalesceIO
 from vftune.hostdriver.linux.libvirt_guests import GuestDirectory, GuestView
 from vftune.hostdriver.linux.netlink_vfstats import LinkStats, as_source, parse_link
 from vftune.hostdriver.linux.proc_interrupts import InterruptCounts, parse_interrupts
 from vftune.hostdriver.linux.sysfs_inventory import PfDevice, SysfsScan, scan
 from vftune.hostdriver.linux.sysfs_io import describe_oserror, read_optional, read_text, write_text
+from vftune.itr import itr_to_usecs, usecs_to_itr
+from vftune.model import RX_MODES, Applied, Capabilities, Inventory, PfCounters, SettingValue, Snapshot, VfCounters
 
 log = logging.getLogger("vftune.linux")
 
@@ -50,6 +39,31 @@ PATCHED_REFRESH_S = 0.01  # patched PF: one hardware read per VF per 10 ms
 STOCK_REFRESH_S = 2.0  # stock ixgbe service task
 
 
+# What restore() needs to put one write back, as first written.
+@dataclasses.dataclass(frozen=True)
+class SysfsWrite:
+    path: str
+    old: str
+
+
+@dataclasses.dataclass(frozen=True)
+class VfItrWrite:
+    path: str  # the patched PF's per-VF itr_usecs
+    old_request: str
+    ran_usecs: int  # what the VF reported applying before vftune's first request
+
+
+@dataclasses.dataclass(frozen=True)
+class GuestAgentWrite:
+    vf: str
+    guest: str
+    ifname: str  # the VF's interface inside the guest
+    usecs: int  # what restore() asks the guest for
+
+
+LinuxWrite = SysfsWrite | VfItrWrite | GuestAgentWrite
+
+
 class LinuxHost(HostDriver):
     name = "linux"
 
@@ -60,7 +74,6 @@ class LinuxHost(HostDriver):
         libvirt_uri: str | None = "qemu:///system",
         netlink: Any = None,
         *,
-        ethtool: Any = None,
         run_root: str | os.PathLike[str] = "/run",
         guest_agent_itr: Mapping[str, str] | None = None,
         clock: Callable[[], float] = time.monotonic,
@@ -68,24 +81,22 @@ class LinuxHost(HostDriver):
         libvirt_wait_s: float = 5.0,
     ) -> None:
         """netlink: None opens pyroute2's IPRoute; an IPRoute (e.g. in a netns) or any object with
-        link_reply(ifname) -> wire bytes is used instead. ethtool: a pyroute2 Ethtool to use.
+        link_reply(ifname) -> wire bytes is used instead.
         guest_agent_itr: VF PCI address -> interface name inside its guest, for guests whose
         ITR is pushed through the QEMU guest agent (off unless listed)."""
         self.sysfs_root = Path(sysfs_root)
         self.procfs_root = Path(procfs_root)
         self.libvirt_uri = libvirt_uri
         self._source = as_source(netlink)
-        self._coalesce = CoalesceIO(ethtool)
         self._guest_agent_itr = dict(guest_agent_itr or {})
         self._clock = clock
         self._sleeper = sleeper
         self._libvirt_wait_s = libvirt_wait_s
-        self._journal = WriteJournal()
+        self._journal: WriteJournal[LinuxWrite] = WriteJournal()
         self._cpu = ProcessCpu(self.procfs_root)
         self._scan: SysfsScan | None = None
         self._health: CounterHealth | None = None
         self._inventory_lock = threading.Lock()
-        self.inventory_generation = 0  # bumped when libvirt reports a guest change
         self._listeners: list[Callable[[], None]] = []
         self._guests: GuestDirectory | None = None
         if libvirt_uri:
@@ -96,7 +107,6 @@ class LinuxHost(HostDriver):
     # -- inventory ----------------------------------------------------------------
 
     def _on_guests_changed(self, view: GuestView) -> None:
-        self.inventory_generation += 1
         for listener in list(self._listeners):
             listener()
 
@@ -170,20 +180,12 @@ class LinuxHost(HostDriver):
         )
         if not napi_budget and devs:
             missing.append(f"no per-PF poll_limit and {budget_file} is not writable: NAPI budget fixed")
-        pf_coalesce = False
-        if devs:
-            try:
-                self._coalesce.get_rx_usecs(devs[0].name)
-                pf_coalesce = True
-            except HostError as exc:
-                missing.append(f"PF coalescing unavailable: {exc}")
         if self._guests is not None:
             missing.extend(self._guest_view().errors)
         return Capabilities(
             backend=self.name,
             vf_itr=bool(patched_itr) or bool(self._guest_agent_itr),
             rx_modes=tuple(m for m in RX_MODES if m in modes) if devs else ("napi",),
-            pf_coalesce=pf_coalesce,
             napi_budget=napi_budget,
             counter_refresh_s=self._refresh_s(sysfs),
             missing=tuple(missing),
@@ -232,10 +234,10 @@ class LinuxHost(HostDriver):
 
         vfs: dict[str, VfCounters] = {}
         for pci, vf in sysfs.vf_devices.items():
-            link = links.get(vf.pf)
-            if link is None:
+            pf_link = links.get(vf.pf)
+            if pf_link is None:
                 continue
-            stat = link.vfs.get(vf.index)
+            stat = pf_link.vfs.get(vf.index)
             if stat is None:
                 errors.append(f"{vf.pf} VF {vf.index} ({pci}): not in the PF's netlink VF list (VF removed?)")
                 continue
@@ -281,11 +283,11 @@ class LinuxHost(HostDriver):
         """Write, journal the first old value, read back. Returns (old, now)."""
         old = read_text(path)
         write_text(path, str(value))
-        self._journal.remember(str(path), "sysfs", old)
+        self._journal.remember(str(path), "sysfs", SysfsWrite(str(path), old))
         return old, read_text(path)
 
     @staticmethod
-    def _failed(target: str, setting: str, requested: object, error: str, old: object = None) -> Applied:
+    def _failed(target: str, setting: str, requested: SettingValue, error: str, old: SettingValue = None) -> Applied:
         log.warning("%s %s=%s failed: %s", target, setting, requested, error)
         return Applied(target, setting, requested, old, None, ok=False, error=error)
 
@@ -311,25 +313,11 @@ class LinuxHost(HostDriver):
             # because writing the old "0" back only withdraws a request (vfdriver-patches/README.md).
             ran = read_text(pa.vf_itr_applied_usecs(dev.device_dir, vf.index))
             write_text(itr_path, str(usecs))
-            self._journal.remember(str(itr_path), "vf_itr", (old, int(ran) if ran.isdigit() else 0))
+            self._journal.remember(str(itr_path), "vf_itr", VfItrWrite(str(itr_path), old, int(ran) if ran.isdigit() else 0))
             now = read_text(itr_path)
         except HostError as exc:
             return self._failed(vf_pci, "itr", itr, str(exc))
         return Applied(vf_pci, "itr", itr, usecs_to_itr(int(old)), usecs_to_itr(int(now)))
-
-    def vf_itr_confirmed(self, vf_pci: str) -> int | None:
-        """The rate the VF itself reports applying (patched itr_applied_usecs), in interrupts/s;
-        None where the host cannot tell (stock PF, unknown VF) or before the VF confirmed anything."""
-        vf = self._current_scan().vf_devices.get(vf_pci)
-        if vf is None:
-            return None
-        dev = self._current_scan().pf_devices[vf.pf]
-        if not dev.patched_itr:
-            return None
-        text = read_optional(pa.vf_itr_applied_usecs(dev.device_dir, vf.index))
-        if text is None or not text.isdigit() or int(text) == pa.ITR_LEAVE_ALONE:
-            return None
-        return usecs_to_itr(int(text))
 
     def _push_via_guest_agent(self, vf_pci: str, itr: int, usecs: int) -> Applied:
         guest = (self._guests.view().by_pci.get(vf_pci) if self._guests is not None else None)
@@ -341,7 +329,7 @@ class LinuxHost(HostDriver):
         except HostError as exc:
             return self._failed(vf_pci, "itr", itr, str(exc))
         # ixgbevf's default is adaptive (1); that is what restore() puts back.
-        self._journal.remember(vf_pci, "guest_agent", (guest.name, ifname, pa.ITR_ADAPTIVE))
+        self._journal.remember(vf_pci, "guest_agent", GuestAgentWrite(vf_pci, guest.name, ifname, pa.ITR_ADAPTIVE))
         return Applied(vf_pci, "itr", itr, None, usecs_to_itr(usecs))
 
     def set_pf_rx_mode(self, pf: str, mode: str, napi_budget: int | None = None,
@@ -384,47 +372,27 @@ class LinuxHost(HostDriver):
         as_mode = {True: "napi", False: "de"}
         return Applied(pf, "rx_mode", mode, as_mode[int(old_defer) > 0], as_mode[int(now_defer) > 0])
 
-    def set_pf_coalesce(self, pf: str, rx_usecs: int) -> Applied:
-        if pf not in self._current_scan().pf_devices:
-            return self._failed(pf, "rx_usecs", rx_usecs, f"{pf}: not a managed 82599 PF")
-        if not 0 <= rx_usecs <= 1022:
-            return self._failed(pf, "rx_usecs", rx_usecs, f"{pf}: rx-usecs {rx_usecs} out of range 0..1022")
-        return self._set_coalesce(pf, rx_usecs)
-
-    def _set_coalesce(self, ifname: str, rx_usecs: int, remember: bool = True) -> Applied:
-        try:
-            old = self._coalesce.get_rx_usecs(ifname)
-            now = self._coalesce.set_rx_usecs(ifname, rx_usecs)
-        except HostError as exc:
-            return self._failed(ifname, "rx_usecs", rx_usecs, str(exc))
-        if remember:
-            self._journal.remember(ifname, "rx_usecs", old)
-        return Applied(ifname, "rx_usecs", rx_usecs, old, now)
-
     # -- restore ----------------------------------------------------------------------------
 
     def restore(self) -> list[Applied]:
         results: list[Applied] = []
-        for target, setting, old in self._journal.drain():
-            if setting == "sysfs":
-                path = Path(target)
+        for entry in self._journal.drain():
+            if isinstance(entry, SysfsWrite):
+                path = Path(entry.path)
                 try:
                     before = read_text(path)
-                    write_text(path, str(old))
-                    results.append(Applied(target, path.name, old, before, read_text(path)))
+                    write_text(path, entry.old)
+                    results.append(Applied(entry.path, path.name, entry.old, before, read_text(path)))
                 except HostError as exc:
-                    results.append(self._failed(target, path.name, old, str(exc)))
-            elif setting == "vf_itr":
-                results.append(self._restore_vf_itr(Path(target), *old))  # type: ignore[misc]
-            elif setting == "rx_usecs":
-                results.append(self._set_coalesce(target, int(old), remember=False))  # type: ignore[call-overload]
-            elif setting == "guest_agent" and self._guests is not None:
-                guest, ifname, usecs = old  # type: ignore[misc]
+                    results.append(self._failed(entry.path, path.name, entry.old, str(exc)))
+            elif isinstance(entry, VfItrWrite):
+                results.append(self._restore_vf_itr(Path(entry.path), entry.old_request, entry.ran_usecs))
+            elif self._guests is not None:
                 try:
-                    self._guests.agent_set_rx_usecs(guest, ifname, usecs)
-                    results.append(Applied(target, "itr", 0, None, 0))
+                    self._guests.agent_set_rx_usecs(entry.guest, entry.ifname, entry.usecs)
+                    results.append(Applied(entry.vf, "itr", 0, None, 0))
                 except HostError as exc:
-                    results.append(self._failed(target, "itr", 0, str(exc)))
+                    results.append(self._failed(entry.vf, "itr", 0, str(exc)))
         return results
 
     def _restore_vf_itr(self, path: Path, old_request: str, ran_usecs: int) -> Applied:
@@ -445,7 +413,6 @@ class LinuxHost(HostDriver):
         if self._guests is not None:
             self._guests.stop()
         self._source.close()
-        self._coalesce.close()
 
     # -- for tests and the CLI -----------------------------------------------------------------
 

@@ -8,17 +8,20 @@ libvirt-python is imported lazily so that the simulator never needs it.
 
 from __future__ import annotations
 
-import json
+import contextlib
 import logging
 import os
 import threading
+import time
 import xml.etree.ElementTree as ET
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Callable, Iterable
+from typing import Any, cast
 
-from vftune.hostdriver.base import Guest, HostError
+from vftune.hostdriver.base import HostError
+from vftune.model import Guest
 
 log = logging.getLogger("vftune.linux.libvirt")
 
@@ -32,7 +35,7 @@ def import_libvirt() -> ModuleType:
         raise HostError(MISSING_LIBVIRT) from None
     # libvirt prints every error to stderr by default; ours are logged once, with context.
     libvirt.registerErrorHandler(lambda _ctx, _err: None, None)
-    return libvirt
+    return cast(ModuleType, libvirt)
 
 
 def hostdev_addresses(domain_xml: str) -> list[str]:
@@ -253,10 +256,9 @@ class GuestDirectory:
 
         callback_id = None
         try:
-            try:
+            # Drivers without a close callback (test://) cannot go away.
+            with contextlib.suppress(libvirt.libvirtError):
                 conn.registerCloseCallback(on_close, None)
-            except libvirt.libvirtError:
-                pass  # drivers without a close callback (test://) cannot go away
             callback_id = conn.domainEventRegisterAny(None, libvirt.VIR_DOMAIN_EVENT_ID_LIFECYCLE, on_lifecycle, None)
             self._reload(libvirt, conn)
             while not self._stop.is_set() and not self._lost:
@@ -277,10 +279,8 @@ class GuestDirectory:
             ):
                 if undo is None:
                     continue
-                try:
+                with contextlib.suppress(libvirt.libvirtError):
                     undo()
-                except libvirt.libvirtError:
-                    pass
         if self._lost and not self._stop.is_set():
             self._publish(self._view.by_pci, [f"libvirt {self.uri}: connection lost; reconnecting"], connected=False)
             self._wake.wait(self._backoff.next_delay())
@@ -305,17 +305,24 @@ class GuestDirectory:
     # -- optional actuator: the guest's own ethtool through the QEMU guest agent ----
 
     def agent_set_rx_usecs(self, guest: str, ifname: str, usecs: int, timeout_s: int = 2) -> None:
+        """Run the guest's `ethtool -C` and wait for its exit status (a refusal raises HostError).
+
+        Kept for LinuxHost's guest_agent_itr map until the backend uses GuestAgentActuator
+        (guest_agent/), which also finds the interface, reads back and never blocks the tick."""
+        from vftune.hostdriver.linux.guest_agent.protocol import AgentError, LibvirtChannel, guest_exec
+
         libvirt = self._libvirt
         conn = self._conn
         if libvirt is None or conn is None:
             raise HostError(f"guest {guest}: libvirt {self.uri} is not connected")
-        import libvirt_qemu
-
-        cmd = {"execute": "guest-exec", "arguments": {
-            "path": "ethtool", "arg": ["-C", ifname, "rx-usecs", str(usecs)], "capture-output": True}}
+        what = f"guest {guest}: guest agent ethtool -C {ifname} rx-usecs {usecs}"
         try:
-            dom = conn.lookupByName(guest)
-            libvirt_qemu.qemuAgentCommand(dom, json.dumps(cmd), timeout_s, 0)
+            channel = LibvirtChannel(conn.lookupByName(guest), guest)
+            done = guest_exec(channel, "ethtool", ["-C", ifname, "rx-usecs", str(usecs)],
+                              time.monotonic() + timeout_s, call_timeout_s=timeout_s)
         except libvirt.libvirtError as exc:
-            raise HostError(f"guest {guest}: guest agent ethtool -C {ifname} rx-usecs {usecs}: "
-                            f"{exc.get_error_message() or exc}") from None
+            raise HostError(f"{what}: {exc.get_error_message() or exc}") from None
+        except AgentError as exc:
+            raise HostError(f"{what}: {str(exc).removeprefix(f'guest {guest}: ')}") from None
+        if not done.ok:
+            raise HostError(f"{what}: {done.failure()}")

@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import os
 import struct
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping, Protocol, Sequence, Union
+from typing import Any, Protocol, cast
 
 from pyroute2.netlink import NLMSG_DONE, NLMSG_ERROR
 from pyroute2.netlink.rtnl import RTM_NEWLINK
@@ -69,7 +70,7 @@ class LinkStats:
     vfs: dict[int, VfStat]  # by VF index; VFs whose driver reports no IFLA_VF_STATS are absent
 
 
-Reply = Union[bytes, bytearray, memoryview, Sequence[Any]]
+Reply = bytes | bytearray | memoryview | Sequence[Any]
 
 
 class LinkSource(Protocol):
@@ -98,7 +99,8 @@ class IPRouteSource:
 
             self._ipr = IPRoute()
         try:
-            return self._ipr.link("get", ifname=ifname, ext_mask=RTEXT_FILTER_VF)
+            reply: Reply = self._ipr.link("get", ifname=ifname, ext_mask=RTEXT_FILTER_VF)
+            return reply
         except NetlinkError as exc:
             raise _netlink_failure(ifname, exc.code) from None
         except OSError as exc:
@@ -133,7 +135,7 @@ def as_source(netlink: Any) -> LinkSource:
     if netlink is None:
         return IPRouteSource()
     if hasattr(netlink, "link_reply"):
-        return netlink
+        return cast(LinkSource, netlink)
     if hasattr(netlink, "link"):
         return IPRouteSource(netlink)
     raise TypeError(f"netlink source must have link_reply() or be an IPRoute, got {type(netlink).__name__}")

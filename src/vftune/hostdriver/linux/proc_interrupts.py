@@ -7,8 +7,8 @@ the host has ordinary names, so its rows are found by IRQ number (from msi_irqs/
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Iterable
 
 _VFIO = re.compile(r"vfio-msix\[\d+\]\(([0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7])\)")
 

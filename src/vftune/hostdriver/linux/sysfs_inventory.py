@@ -11,17 +11,13 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from vftune.hostdriver.base import HostError, Ignored, PfInfo, VfInfo
+from vftune.hostdriver.base import HostError
 from vftune.hostdriver.linux import patched_attrs
 from vftune.hostdriver.linux.sysfs_io import read_int
+from vftune.itr import PF_DEVICE_IDS
+from vftune.model import Ignored, PfInfo, VfInfo
 
 INTEL_VENDOR = 0x8086
-# 82599 family PF device ids (DESIGN-NOTES, ixgbe_type.h).
-IXGBE_82599_PF_IDS = frozenset({
-    0x10FB, 0x10F7, 0x10F8, 0x10F9, 0x10FC, 0x1507, 0x1514, 0x1517,
-    0x151C, 0x1529, 0x152A, 0x154A, 0x154D, 0x154F, 0x1557, 0x1558,
-})
-IXGBE_82599_VF_IDS = frozenset({0x10ED, 0x152E})
 
 _VIRTFN = re.compile(r"virtfn(\d+)$")
 
@@ -110,7 +106,7 @@ def _classify(sysfs_root: Path, name: str) -> tuple[PfInfo, PfDevice, list[VfDev
     driver = _link_name(device_dir / "driver") or "none"
     vendor = read_int(device_dir / "vendor", 16)
     device = read_int(device_dir / "device", 16)
-    if vendor != INTEL_VENDOR or device not in IXGBE_82599_PF_IDS:
+    if vendor != INTEL_VENDOR or device not in PF_DEVICE_IDS:
         return Ignored(name, f"not an Intel 82599: {pci} is {vendor:04x}:{device:04x} driven by {driver}")
     vfs = _scan_vfs(name, device_dir)
     pf = PfInfo(

@@ -16,7 +16,7 @@ def describe_oserror(where: str | os.PathLike[str], exc: OSError) -> str:
 
 def read_text(path: Path) -> str:
     try:
-        with open(path, "r", encoding="ascii", errors="replace") as fh:
+        with open(path, encoding="ascii", errors="replace") as fh:
             return fh.read().strip()
     except OSError as exc:
         raise HostError(describe_oserror(path, exc)) from None
@@ -32,7 +32,7 @@ def read_int(path: Path, base: int = 10) -> int:
 
 def read_optional(path: Path) -> str | None:
     try:
-        with open(path, "r", encoding="ascii", errors="replace") as fh:
+        with open(path, encoding="ascii", errors="replace") as fh:
             return fh.read().strip()
     except OSError:
         return None

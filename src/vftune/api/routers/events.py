@@ -1,0 +1,37 @@
+"""Guest lifecycle events from the libvirt hook: recorded, and an inventory refresh asked for."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from fastapi import APIRouter, Depends
+
+from vftune.api import models
+from vftune.api.deps import PCI_ADDRESS, AgentHandle, BadParameter, Window, agent, store, time_window
+from vftune.store.db import Store
+
+router = APIRouter()
+
+
+@router.post("/v1/events", status_code=202, response_model=models.GuestEventOut,
+             responses={422: {"model": models.ErrorBody}})
+def guest_event(
+    event: models.GuestEventIn, handle: AgentHandle = Depends(agent), db: Store | None = Depends(store),
+) -> Any:
+    """A guest started or stopped (libvirt hook): re-read who owns which VF on the next tick."""
+    if event.operation not in models.GUEST_OPERATIONS:
+        raise BadParameter(f"operation={event.operation!r}: not one of {', '.join(models.GUEST_OPERATIONS)}")
+    bad = [pci for pci in event.vfs if not re.match(PCI_ADDRESS, pci)]
+    if bad:
+        raise BadParameter(f"vfs: {bad[0]!r} is not a PCI address like 0000:03:10.0")
+    t = handle.wall_now()
+    event_id = db.record_guest_event(t, event.guest, event.uuid, event.operation, event.vfs,
+                                     event.source) if db else 0
+    handle.request_refresh(f"{event.source}: {event.guest} {event.operation}")
+    return {"id": event_id, "t": t, **event.model_dump()}
+
+
+@router.get("/v1/events", response_model=list[models.GuestEventOut])
+def guest_events(w: Window = Depends(time_window), db: Store | None = Depends(store)) -> Any:
+    return db.guest_events(w.since, w.until, w.limit) if db else []

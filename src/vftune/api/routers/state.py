@@ -1,0 +1,57 @@
+"""Live state from the agent: health, the host, its VFs, and Prometheus metrics."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from fastapi import APIRouter, Depends, Path, Request
+from fastapi.responses import JSONResponse, Response
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from vftune.api import models
+from vftune.api.deps import PCI_ADDRESS, AgentHandle, agent
+
+router = APIRouter()
+
+
+@router.get("/healthz", response_model=models.Health)
+def healthz(handle: AgentHandle = Depends(agent)) -> Any:
+    view = handle.view()
+    age = None if view.last_tick_wall is None else time.time() - view.last_tick_wall
+    # Stalled: no tick for three intervals of wall time (the sim may run faster, never slower).
+    stalled = age is not None and age > 3 * view.interval_s + 5
+    body = {
+        "status": "starting" if age is None else ("stalled" if stalled else "ok"),
+        "ticks": view.ticks,
+        "last_tick_age_s": age,
+        "backend": view.backend,
+    }
+    return JSONResponse(body, status_code=503 if stalled else 200)
+
+
+@router.get("/v1/host", response_model=models.HostOut)
+def host(handle: AgentHandle = Depends(agent)) -> Any:
+    return models.HostOut.model_validate(handle.view())
+
+
+@router.get("/v1/vfs", response_model=list[models.VfOut])
+def vfs(handle: AgentHandle = Depends(agent)) -> Any:
+    return [models.VfOut.model_validate(vf) for vf in handle.view().vfs]
+
+
+@router.get("/v1/vfs/{vf}", response_model=models.VfDetail, responses={404: {"model": models.ErrorBody}})
+def vf_detail(
+    vf: str = Path(pattern=PCI_ADDRESS, description="VF PCI address, 0000:03:10.0"),
+    handle: AgentHandle = Depends(agent),
+) -> Any:
+    found = handle.view().vf(vf.lower())
+    if found is None:
+        raise StarletteHTTPException(404, f"no VF {vf} on this host")
+    return models.VfDetail.model_validate(found)
+
+
+@router.get("/metrics", include_in_schema=False)
+def metrics(request: Request) -> Response:
+    return Response(generate_latest(request.app.state.registry), media_type=CONTENT_TYPE_LATEST)

@@ -1,0 +1,90 @@
+"""RunConfig: every option of `vftune run` in one typed, frozen place.
+
+The CLI builds one from its options and hands it to the run; anything that adds a run option
+(a config file, a new flag) adds a field here. validate() finds everything that can be wrong
+with the values before anything is created, one line per problem, naming the option and value.
+"""
+
+from __future__ import annotations
+
+import socket
+from dataclasses import dataclass
+
+DEFAULT_LISTEN = "127.0.0.1:8740"
+DEFAULT_SCENARIO = "mixed-host"
+LOG_LEVELS = ("debug", "info", "warning", "error")
+
+
+@dataclass(frozen=True)
+class Listen:
+    host: str
+    port: int
+
+    @property
+    def family(self) -> int:
+        return socket.AF_INET6 if ":" in self.host else socket.AF_INET
+
+
+def parse_listen(value: str) -> Listen:
+    """HOST:PORT or [IPv6]:PORT; raises ValueError with the one-line reason."""
+    host, sep, port_text = value.rpartition(":")
+    if not sep or not host:
+        raise ValueError(f"--listen {value!r}: expected HOST:PORT, e.g. {DEFAULT_LISTEN}")
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    try:
+        port = int(port_text)
+    except ValueError:
+        raise ValueError(f"--listen {value!r}: port {port_text!r} is not a number") from None
+    if not 0 <= port <= 65535:
+        raise ValueError(f"--listen {value!r}: port {port} is outside 0..65535")
+    try:
+        socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_NUMERICSERV)
+    except socket.gaierror:
+        raise ValueError(f"--listen {value!r}: cannot resolve host {host!r}") from None
+    return Listen(host, port)
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    # Where the agent runs: a simulated scenario, or this host's sysfs/procfs and libvirt.
+    sim: str | None = None  # scenario name; None = the linux backend
+    speed: float = 1.0  # simulated seconds per wall second (sim only)
+    seed: int = 0  # simulator seed
+    sysfs_root: str = "/sys"
+    procfs_root: str = "/proc"
+    libvirt_uri: str = "qemu:///system"  # "none": no guest ownership
+    # What it does.
+    policy: str = "search"  # per-VF ITR policy spec (agent/policies.py)
+    pf_mode: str = "hybrid"  # per-PF rx mode controller spec
+    interval: float = 1.0  # seconds of host time per tick
+    run_for: float | None = None  # wall seconds until a clean stop; None = until a signal
+    # Where it keeps and serves what it does.
+    db: str = "vftune.db"  # SQLite history file
+    retention_h: float = 24.0  # hours of samples to keep
+    listen: str = DEFAULT_LISTEN  # API address HOST:PORT
+    log_level: str = "info"
+
+    @property
+    def libvirt(self) -> str | None:
+        return None if self.libvirt_uri == "none" else self.libvirt_uri
+
+    @property
+    def detail(self) -> str:
+        """What the agent runs on, in one line (the API's /v1/host and the run records)."""
+        return f"scenario={self.sim} seed={self.seed} speed={self.speed}" if self.sim else f"sysfs={self.sysfs_root}"
+
+    def address(self) -> Listen:
+        return parse_listen(self.listen)
+
+    def validate(self, scenarios: tuple[str, ...] | list[str]) -> None:
+        """Raise ValueError naming the first option whose value cannot work."""
+        self.address()
+        if self.sim is not None and self.sim not in scenarios:
+            raise ValueError(f"--sim {self.sim!r}: unknown scenario; `vftune sim list` shows the "
+                             f"{len(scenarios)} there are")
+        for option, value in (("--speed", self.speed), ("--interval", self.interval), ("--for", self.run_for)):
+            if value is not None and not value > 0:
+                raise ValueError(f"{option} {value}: must be positive")
+        if self.log_level not in LOG_LEVELS:
+            raise ValueError(f"--log-level {self.log_level!r}: choose from {', '.join(LOG_LEVELS)}")

@@ -1,0 +1,266 @@
+"""The records that cross layers: inventory, counters, samples, decisions, write outcomes.
+
+hostdriver produces Inventory, Snapshot and Applied; the agent turns snapshots into samples
+and its policies into decisions; store and api read all of them. Everything here is a frozen
+value and imports nothing from vftune but the 82599's units, so any layer may depend on it.
+Units: ITR in interrupts/s (0 = the VF's own adaptive ITR), rates per second, bits for bps,
+times in seconds on the host's clock (store: Unix seconds).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Literal
+
+from vftune.itr import ITR_MAX_RATE, ITR_MIN_RATE
+
+RxMode = Literal["napi", "de", "hybrid"]
+RX_MODES: tuple[str, ...] = ("napi", "de", "hybrid")
+# A setting's value as a host reports it: a rate or usecs (int), a mode or sysfs text (str).
+SettingValue = int | str | None
+
+
+@dataclass(frozen=True)
+class Guest:
+    name: str
+    uuid: str
+    pid: int | None = None
+
+
+@dataclass(frozen=True)
+class VfInfo:
+    pf: str  # PF network interface name
+    index: int  # VF number on its PF (virtfnN)
+    pci: str  # VF PCI address, 0000:03:10.0
+    driver: str | None  # vfio-pci, ixgbevf or None when unbound
+    guest: Guest | None = None
+
+
+@dataclass(frozen=True)
+class PfInfo:
+    name: str
+    pci: str
+    device_id: int
+    driver: str
+    num_vfs: int
+    total_vfs: int
+    vfs: tuple[VfInfo, ...] = ()
+
+
+@dataclass(frozen=True)
+class Ignored:
+    name: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class Inventory:
+    pfs: tuple[PfInfo, ...]
+    ignored: tuple[Ignored, ...] = ()
+
+    def vfs(self) -> list[VfInfo]:
+        return [vf for pf in self.pfs for vf in pf.vfs]
+
+    def vf(self, pci: str) -> VfInfo | None:
+        return next((vf for vf in self.vfs() if vf.pci == pci), None)
+
+
+@dataclass(frozen=True)
+class VfCounters:
+    rx_packets: int
+    rx_bytes: int
+    tx_packets: int
+    tx_bytes: int
+    # Cumulative interrupts of the VF's vectors as the host sees them; None when unknown.
+    interrupts: int | None
+    # When the packet/byte counters were last refreshed (unpatched ixgbe: every 2 s).
+    counters_time: float
+    # True when the counters did not change since the previous snapshot although
+    # the refresh period says they should have been copied again.
+    stale: bool = False
+    # True when packets move but host interrupt counts do not (posted interrupts).
+    interrupts_frozen: bool = False
+
+
+@dataclass(frozen=True)
+class PfCounters:
+    rx_packets: int
+    rx_bytes: int
+    # Read from the patched driver when present: the mode in force and its estimate.
+    current_mode: str | None = None
+    rate_pps: int | None = None
+    switches: int | None = None
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    time: float
+    vfs: Mapping[str, VfCounters]  # by VF PCI address
+    pfs: Mapping[str, PfCounters]  # by PF name
+    guest_cpu: Mapping[str, float]  # cumulative CPU seconds by guest name
+    host_irq_cpu: float  # cumulative irq + softirq seconds over all host CPUs
+    host_cpus: int = 1
+    errors: tuple[str, ...] = ()  # one line per source that could not be read
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What a host can read and set: the agent and its policies adapt to it."""
+
+    backend: str
+    itr_min: int = ITR_MIN_RATE  # interrupts/s the tuner may ask for
+    itr_max: int = ITR_MAX_RATE
+    vf_itr: bool = False  # can the host push a VF's ITR
+    rx_modes: tuple[str, ...] = ("napi",)  # modes the PF can switch to
+    napi_budget: bool = False
+    counter_refresh_s: float = 2.0  # how old a VF counter may be
+    missing: tuple[str, ...] = ()  # why a capability is absent, one line each
+
+
+@dataclass(frozen=True)
+class Applied:
+    """The outcome of one actuator call, read back from the host."""
+
+    target: str  # VF PCI address or PF name
+    setting: str  # "itr", "rx_mode", or the sysfs file a restore wrote
+    requested: SettingValue
+    old: SettingValue
+    applied: SettingValue  # what a read-back shows now
+    ok: bool = True
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class VfSample:
+    """One VF over one interval [t - dt, t]."""
+
+    pci: str
+    pf: str
+    t: float
+    dt: float
+    rx_pps: float
+    rx_bps: float  # bits/s delivered to the VF
+    tx_pps: float
+    tx_bps: float
+    interrupts_per_s: float | None  # None when the host cannot see them (posted interrupts)
+    interrupts: int | None  # interrupts in this interval
+    itr: int  # interrupts/s set now; 0 = the VF's own adaptive ITR
+    guest_cpu: float | None  # CPU seconds per second of the owning guest
+    fresh: bool = True  # counters were refreshed inside this interval
+    # The VF's port (its PF) over the same interval, as the agent sees it; None when unknown.
+    port_rx_bps: float | None = None  # received bits/s counted on the port: its VFs' plus the PF's own
+    port_rx_capacity_bps: float | None = None  # the same counters at line rate, for the port's mean frame size
+    port_rx_share_bps: float | None = None  # this VF's max-min fair share of the port's rx (sampling.port_view)
+
+    @property
+    def throughput_bps(self) -> float:
+        return self.rx_bps + self.tx_bps
+
+
+@dataclass(frozen=True)
+class PfSample:
+    pf: str
+    t: float
+    dt: float
+    rx_pps: float
+    rx_bps: float
+    mode: str  # mode in force now
+
+
+@dataclass(frozen=True)
+class ItrDecision:
+    itr: int  # interrupts/s; 0 = hand back to the VF's adaptive ITR
+    reason: str
+
+
+@dataclass(frozen=True)
+class ModeDecision:
+    mode: str  # "napi" | "de" | "hybrid"
+    napi_budget: int | None
+    reason: str
+    cliff_pps: float | None = None  # "hybrid": where the driver switches
+    epsilon: float | None = None
+
+
+@dataclass(frozen=True)
+class Decision:
+    """One setting the agent changed (or tried to), as the store keeps it."""
+
+    t: float  # Unix seconds
+    target: str
+    setting: str
+    old: SettingValue
+    requested: SettingValue
+    applied: SettingValue
+    ok: bool
+    reason: str
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class VfView:
+    """One VF as the API, the metrics and `vftune status` show it, taken in one read of the agent."""
+
+    pci: str
+    pf: str
+    index: int
+    driver: str | None
+    guest: str | None
+    guest_uuid: str | None
+    itr: int  # what the agent set (read back); 0 = the VF's own adaptive ITR
+    policy: str
+    phase: str | None  # the policy's phase, when it has one
+    rx_pps: float | None  # None until a sample exists
+    rx_bps: float | None
+    tx_pps: float | None
+    tx_bps: float | None
+    interrupts_per_s: float | None
+    guest_cpu: float | None
+    fresh: bool | None
+    updated: float | None  # Unix seconds of the latest sample
+    last_decision: str | None
+    policy_state: Mapping[str, object]
+
+
+@dataclass(frozen=True)
+class PfView:
+    """One PF as the API shows it: inventory, the mode in force and its controller."""
+
+    name: str
+    pci: str
+    device_id: int
+    driver: str
+    num_vfs: int
+    total_vfs: int
+    mode: str
+    napi_budget: int | None
+    controller: str
+    controller_state: Mapping[str, object]
+    rx_pps: float | None
+    rx_bps: float | None
+    last_decision: str | None
+
+
+@dataclass(frozen=True)
+class AgentView:
+    """Everything readers show of a running agent, copied under its lock in one call."""
+
+    backend: str
+    detail: str  # what the agent runs on (scenario and seed, or the sysfs root)
+    started: float  # Unix seconds
+    interval_s: float
+    ticks: int
+    last_tick_wall: float | None  # Unix seconds of the last tick; None before the first
+    capabilities: Capabilities
+    pfs: tuple[PfView, ...]
+    vfs: tuple[VfView, ...]
+    ignored: tuple[Ignored, ...]
+    cost_model: Mapping[str, object]
+
+    @property
+    def vf_count(self) -> int:
+        return len(self.vfs)
+
+    def vf(self, pci: str) -> VfView | None:
+        return next((vf for vf in self.vfs if vf.pci == pci), None)
