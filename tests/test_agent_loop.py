@@ -9,9 +9,9 @@ from vftune.agent.policies import PolicyError, pf_controller, vf_policy
 from vftune.agent.policy import VfPolicy
 from vftune.itr import quantize_itr
 from vftune.model import ItrDecision, VfSample
+from vftune.sim.host import SimHost
 from vftune.sim.model import platform_for
 from vftune.sim.scenarios import build
-from vftune.sim.host import SimHost
 from vftune.store.db import Store
 
 
