@@ -63,14 +63,18 @@ def test_tick_history_and_decisions_round_trip(tmp_path):
     assert decisions[0]["old"] == "0" and decisions[0]["applied"] == "20000"
 
 
-def test_prune_drops_old_samples_but_keeps_decisions(tmp_path):
+def test_prune_rolls_old_samples_up_to_minutes_and_keeps_decisions(tmp_path):
     store = Store(tmp_path / "h.db")
-    for t in range(10):
-        store.record_tick(float(t), [_sample("0000:03:10.0", t)], [],
-                          [Decision(t, "0000:03:10.0", "itr", 0, 1, 1, True, "r")])
-    assert store.prune(5.0) == 5
-    assert store.count("samples") == 5
-    assert store.count("decisions") == 10
+    for t in range(600):
+        store.record_tick(float(t), [_sample("0000:03:10.0", t, rx_bps=1e9 + (t % 60))], [],
+                          [Decision(t, "0000:03:10.0", "itr", 0, 1, 1, True, "r")] if t % 100 == 0 else [])
+    assert store.prune(330.0) == 300  # whole minutes only: 0..299 s
+    assert store.count("samples") == 300 and store.count("samples_1m") == 5
+    assert store.count("decisions") == 6
+    # A window reaching past the raw rows continues with the minute rows, oldest first.
+    rows = store.samples("0000:03:10.0", 0, 1e9, 1000)
+    assert [r["t"] for r in rows[:6]] == [60.0, 120.0, 180.0, 240.0, 300.0, 300.0]
+    assert rows[0]["dt"] == 60.0 and rows[0]["rx_bps"] == pytest.approx(1e9 + 29.5)
 
 
 @pytest.mark.parametrize("make_path, message", [
