@@ -24,6 +24,15 @@ class RunningAgent:
     db: Path
     log: Path
 
+    @property
+    def token(self) -> str:
+        """The bearer token the agent created beside its history file."""
+        return (self.db.parent / "token").read_text().strip()
+
+    @property
+    def auth(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.token}"}
+
     def stop(self, timeout: float = 30.0) -> int:
         self.proc.send_signal(signal.SIGTERM)
         return self.proc.wait(timeout=timeout)

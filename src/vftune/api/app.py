@@ -51,7 +51,17 @@ async def _invalid(_: Request, exc: Exception) -> JSONResponse:
     detail = [{"loc": [str(p) for p in e.get("loc", ())], "msg": str(e.get("msg", "invalid")),
                "type": str(e.get("type", ""))} for e in errors[:20]]
     first = detail[0] if detail else {"loc": [], "msg": "invalid request"}
-    return _json_error(422, f"{_where(first['loc'])}: {first['msg']}", detail=detail)
+    shown = _shown(errors[0].get("input")) if errors else ""
+    return _json_error(422, f"{_where(first['loc'])}{shown}: {first['msg']}", detail=detail)
+
+
+def _shown(value: Any) -> str:
+    """A short scalar the client sent, quoted back escaped (ascii: no control characters, no
+    surrogates); anything long or structured is only named."""
+    if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+        return ""
+    text = value if isinstance(value, str) else repr(value)
+    return f"={ascii(text)}" if len(text) <= 40 else ""
 
 
 async def _http_error(_: Request, exc: Exception) -> JSONResponse:
