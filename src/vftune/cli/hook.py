@@ -36,6 +36,19 @@ MAX_XML_BYTES = 4 * 1024 * 1024  # a domain XML with hundreds of devices is ~100
 REPORTED = {"started", "stopped", "release", "reconnect", "restore"}
 
 
+def process_age() -> float:
+    """Seconds since this process was exec'd (its Python start-up included), 0 if unknown: the
+    deadline is libvirt's wait, not the time since our code began."""
+    try:
+        with open("/proc/self/stat", "rb") as fh:
+            start_ticks = int(fh.read().rsplit(b")", 1)[1].split()[19])
+        with open("/proc/uptime", "rb") as fh:
+            uptime = float(fh.read().split()[0])
+        return max(0.0, uptime - start_ticks / os.sysconf("SC_CLK_TCK"))
+    except (OSError, ValueError, IndexError):
+        return 0.0
+
+
 def _say(domain: str, operation: str, message: str) -> None:
     click.echo(escape(f"vftune hook: {domain} {operation}: {message}"), err=True)
 
@@ -107,7 +120,7 @@ def command(domain: str, operation: str, sub_operation: str, extra: str, url: st
     except ValueError as exc:
         _say(domain, operation, f"{exc}; using {DEFAULT_TIMEOUT_S:g}")
         timeout = DEFAULT_TIMEOUT_S
-    deadline = started + timeout
+    deadline = started + max(0.1, timeout - process_age())
     if operation not in REPORTED:
         return
     try:
@@ -119,7 +132,7 @@ def command(domain: str, operation: str, sub_operation: str, extra: str, url: st
         _say(domain, operation, f"--url {url[:80]!r}: {exc}; agent not told")
         _flush_and_exit()
     # Leave a little of the deadline for the request itself.
-    vfs, uuid, problem = parse_domain(read_stdin(started + timeout * 0.5))
+    vfs, uuid, problem = parse_domain(read_stdin(started + (deadline - started) * 0.5))
     if problem:
         _say(domain, operation, problem)
     token = paths.read_token(paths.token_path(None, token_file))
