@@ -14,6 +14,7 @@ COMMAND_MODULES = [
     "inventory",
     "sim",
     "hook",
+    "restore",
     "bench",
 ]
 

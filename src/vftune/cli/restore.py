@@ -47,10 +47,11 @@ def command(db: str | None, sysfs_root: str, procfs_root: str, libvirt_uri: str)
         click.echo(f"vftune restore: the journal in {path} is empty; nothing to put back")
         return
     from vftune.hostdriver.linux.host import LinuxHost
+    from vftune.hostdriver.linux.netlink_vfstats import ReplaySource
 
-    # No netlink needed to write sysfs back: a source that is never asked.
+    # Writing sysfs back needs no netlink: a source that is never asked.
     host = LinuxHost(sysfs_root, procfs_root, None if libvirt_uri == "none" else libvirt_uri,
-                     netlink=lambda ifname: b"", journal=journal)
+                     netlink=ReplaySource({}), journal=journal)
     try:
         results = host.restore()
     finally:
