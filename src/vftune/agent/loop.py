@@ -284,8 +284,14 @@ class Agent:
                 continue
             ctl.set_cliff(cliff_rate(r, mu), "cost model")
 
+    def _supports_itr(self, pci: str) -> bool:
+        if not self.caps.vf_itr:
+            return False
+        vf = self.inventory.vf(pci) if self.caps.vf_itr_unsupported_pfs else None
+        return vf is None or vf.pf not in self.caps.vf_itr_unsupported_pfs
+
     def _apply_itr(self, pci: str, decision: ItrDecision, t: float) -> Decision | None:
-        if not self.caps.vf_itr or not self.backoff.may_try(pci, "itr", t):
+        if not self._supports_itr(pci) or not self.backoff.may_try(pci, "itr", t):
             return None  # unsupported here, or failing and not due for a retry
         applied = self._call(lambda: self.host.set_vf_itr(pci, decision.itr), pci, "itr", decision.itr)
         st = self.vfs[pci]
@@ -298,7 +304,9 @@ class Agent:
                         decision.reason, applied.error)
 
     def _apply_mode(self, pf: str, decision: ModeDecision, t: float) -> list[Decision]:
-        if decision.mode not in self.caps.rx_modes or not self.backoff.may_try(pf, "rx_mode", t):
+        # Modes are per PF on a mixed host (the host-wide capabilities keep only what all PFs
+        # can): the driver refuses what its PF cannot do, once, and the retries back off.
+        if not self.backoff.may_try(pf, "rx_mode", t):
             return []
         applied = self._call(
             lambda: self.host.set_pf_rx_mode(pf, decision.mode, decision.napi_budget,

@@ -414,7 +414,7 @@ class Store:
             older = rows[-1]["t"] if rows else until
             rolled = self._rows(
                 f"SELECT t, pci, dt, rx_pps, rx_bps, tx_pps, tx_bps, interrupts_per_s, itr, guest_cpu, fresh"
-                f" FROM samples_1m WHERE pci = ? AND t >= ? AND t {'<' if rows or exclusive else '<='} ?"
+                f" FROM samples_1m WHERE pci = ? AND t >= ? AND t {'<' if exclusive and not rows else '<='} ?"
                 " ORDER BY t DESC LIMIT ?", (pci, since, older, limit - len(rows)))
             rows.extend(rolled)
         for r in rows:

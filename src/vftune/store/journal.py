@@ -22,6 +22,7 @@ Backend contract (the Linux backend's sysfs and VF-ITR writes, a guest-agent act
 
    where payload is a JSON-able dict holding everything the restorer needs (the old value, a
    path relative to a root, a guest and interface name). It has committed when it returns.
+   If it returned True (a new entry) and the write then fails, call discard(target, setting).
    Only the first entry per (target, setting) is kept: that is the host's original, even across
    runs whose restore failed. If it raises JournalError, do not write: the original is not safe.
 3. restore() runs every pending entry's restorer, newest first. An entry put back is deleted;
@@ -122,6 +123,15 @@ class Journal:
                 raise JournalError(f"write journal in {self.path}: {exc}; not writing {target} {setting}") from None
             self._known.add(key)
             return cur.rowcount > 0
+
+    def discard(self, target: str, setting: str) -> None:
+        """Drop an entry remember() just stored when the write it guarded failed: nothing changed."""
+        with self._lock:
+            try:
+                self._db.execute("DELETE FROM journal WHERE target = ? AND setting = ?", (target, setting))
+            except sqlite3.Error:
+                return  # kept: restoring an unchanged value is harmless
+            self._known.discard((target, setting))
 
     def pending(self) -> list[JournalEntry]:
         """Entries not yet put back, newest first."""

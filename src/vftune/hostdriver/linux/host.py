@@ -177,6 +177,7 @@ class LinuxHost(HostDriver):
             napi_budget=napi_budget,
             counter_refresh_s=self._refresh_s(sysfs),
             missing=tuple(missing),
+            vf_itr_unsupported_pfs=() if self._guest_agent_itr else tuple(d.name for d in devs if not d.patched_itr),
         )
 
     # -- sampling ---------------------------------------------------------------------
@@ -287,19 +288,27 @@ class LinuxHost(HostDriver):
         if self._stopping:
             raise HostError("agent is stopping: no new writes after restore began")
 
-    def _journal_first(self, kind: str, path: Path, setting: str, payload: dict[str, object]) -> None:
+    def _journal_first(self, kind: str, path: Path, setting: str, payload: dict[str, object]) -> bool:
         """Commit the original before the write, so a crash between the two loses nothing."""
         try:
-            self._journal.remember(kind, str(path), setting, {**self._rooted(path), **payload})
+            return self._journal.remember(kind, str(path), setting, {**self._rooted(path), **payload})
         except JournalError as exc:
             raise HostError(str(exc)) from None
+
+    def _guarded_write(self, kind: str, path: Path, setting: str, payload: dict[str, object], value: str) -> None:
+        new = self._journal_first(kind, path, setting, payload)
+        try:
+            write_text(path, value)
+        except HostError:
+            if new:
+                self._journal.discard(str(path), setting)
+            raise
 
     def _write_sysfs(self, path: Path, value: int | str) -> tuple[str, str]:
         """Journal the first old value, write, read back. Returns (old, now)."""
         self._check_writable_now()
         old = read_text(path)
-        self._journal_first(KIND_SYSFS, path, "sysfs", {"old": old})
-        write_text(path, str(value))
+        self._guarded_write(KIND_SYSFS, path, "sysfs", {"old": old}, str(value))
         return old, read_text(path)
 
     @staticmethod
@@ -329,9 +338,8 @@ class LinuxHost(HostDriver):
             # What the VF ran before our first request: restore() has to ask for it explicitly,
             # because writing the old "0" back only withdraws a request (vfdriver-patches/README.md).
             ran = read_text(pa.vf_itr_applied_usecs(dev.device_dir, vf.index))
-            self._journal_first(KIND_VF_ITR, itr_path, "vf_itr",
-                                {"old_request": old, "ran_usecs": int(ran) if ran.isdigit() else 0})
-            write_text(itr_path, str(usecs))
+            self._guarded_write(KIND_VF_ITR, itr_path, "vf_itr",
+                                {"old_request": old, "ran_usecs": int(ran) if ran.isdigit() else 0}, str(usecs))
             now = read_text(itr_path)
         except HostError as exc:
             return self._failed(vf_pci, "itr", itr, str(exc))
@@ -346,11 +354,16 @@ class LinuxHost(HostDriver):
             self._check_writable_now()
             # ixgbevf's default is adaptive (1); that is what restore() puts back.
             try:
-                self._journal.remember(KIND_GUEST_AGENT, vf_pci, "guest_agent",
-                                       {"vf": vf_pci, "guest": guest.name, "ifname": ifname, "usecs": pa.ITR_ADAPTIVE})
+                new = self._journal.remember(KIND_GUEST_AGENT, vf_pci, "guest_agent", {
+                    "vf": vf_pci, "guest": guest.name, "ifname": ifname, "usecs": pa.ITR_ADAPTIVE})
             except JournalError as exc:
                 raise HostError(str(exc)) from None
-            self._guests.agent_set_rx_usecs(guest.name, ifname, usecs)
+            try:
+                self._guests.agent_set_rx_usecs(guest.name, ifname, usecs)
+            except HostError:
+                if new:
+                    self._journal.discard(vf_pci, "guest_agent")
+                raise
         except HostError as exc:
             return self._failed(vf_pci, "itr", itr, str(exc))
         return Applied(vf_pci, "itr", itr, None, usecs_to_itr(usecs))
