@@ -24,7 +24,7 @@ from vftune.hostdriver.linux.libvirt_guests import GuestDirectory, GuestView
 from vftune.hostdriver.linux.netlink_vfstats import LinkStats, as_source, parse_link
 from vftune.hostdriver.linux.proc_interrupts import InterruptCounts, parse_interrupts
 from vftune.hostdriver.linux.sysfs_inventory import PfDevice, SysfsScan, scan
-from vftune.hostdriver.linux.sysfs_io import describe_oserror, read_optional, read_text, write_text
+from vftune.hostdriver.linux.sysfs_io import as_count, read_optional, read_source, read_text, write_text
 from vftune.itr import itr_to_usecs, usecs_to_itr
 from vftune.model import RX_MODES, Applied, Capabilities, Inventory, PfCounters, SettingValue, Snapshot, VfCounters
 from vftune.store.journal import Journal, JournalEntry, JournalError, TargetGone
@@ -195,21 +195,21 @@ class LinuxHost(HostDriver):
         errors: list[str] = []
         t = self.now()
 
+        # Every source is read as bytes and parsed by a parser that raises only HostError, which
+        # names the file: one bad source is a warning for this tick, never the end of the loop.
         interrupts: InterruptCounts | None = None
         irq_path = self.procfs_root / "interrupts"
         try:
-            interrupts = parse_interrupts(irq_path.read_text())
-        except OSError as exc:
-            errors.append(describe_oserror(irq_path, exc))
+            interrupts = parse_interrupts(read_source(irq_path))
+        except HostError as exc:
+            errors.append(str(exc))
         host_irq, host_cpus = 0.0, 1
         stat_path = self.procfs_root / "stat"
         try:
-            host = parse_proc_stat(stat_path.read_text())
+            host = parse_proc_stat(read_source(stat_path), str(stat_path))
             host_irq, host_cpus = host.irq_seconds, host.cpus
-        except OSError as exc:
-            errors.append(describe_oserror(stat_path, exc))
-        except (HostError, ValueError, IndexError) as exc:
-            errors.append(f"{stat_path}: {exc}")
+        except HostError as exc:
+            errors.append(str(exc))
 
         links: dict[str, LinkStats] = {}
         pfs: dict[str, PfCounters] = {}
@@ -257,12 +257,12 @@ class LinuxHost(HostDriver):
             mode = read_optional(pa.rxmode(dev.device_dir, pa.RXMODE_CURRENT))
             rate_text = read_optional(pa.rxmode(dev.device_dir, pa.RXMODE_RATE_PPS))
             sw_text = read_optional(pa.rxmode(dev.device_dir, pa.RXMODE_SWITCHES))
-            rate = int(rate_text) if rate_text and rate_text.isdigit() else None
-            switches = int(sw_text) if sw_text and sw_text.isdigit() else None
+            rate, switches = as_count(rate_text), as_count(sw_text)
         else:
             defer = read_optional(dev.net_dir / pa.NAPI_DEFER_HARD_IRQS)
-            if defer is not None and defer.isdigit():
-                mode = "napi" if int(defer) > 0 else "de"
+            defer_n = as_count(defer)
+            if defer_n is not None:
+                mode = "napi" if defer_n > 0 else "de"
         return PfCounters(rx_packets=link.rx_packets, rx_bytes=link.rx_bytes,
                           current_mode=mode, rate_pps=rate, switches=switches)
 
@@ -339,11 +339,14 @@ class LinuxHost(HostDriver):
             # because writing the old "0" back only withdraws a request (vfdriver-patches/README.md).
             ran = read_text(pa.vf_itr_applied_usecs(dev.device_dir, vf.index))
             self._guarded_write(KIND_VF_ITR, itr_path, "vf_itr",
-                                {"old_request": old, "ran_usecs": int(ran) if ran.isdigit() else 0}, str(usecs))
+                                {"old_request": old, "ran_usecs": as_count(ran) or 0}, str(usecs))
             now = read_text(itr_path)
         except HostError as exc:
             return self._failed(vf_pci, "itr", itr, str(exc))
-        return Applied(vf_pci, "itr", itr, usecs_to_itr(int(old)), usecs_to_itr(int(now)))
+        old_n, now_n = as_count(old), as_count(now)
+        if old_n is None or now_n is None:
+            return self._failed(vf_pci, "itr", itr, f"{itr_path}: reads back {now!r} (was {old!r}), not a number")
+        return Applied(vf_pci, "itr", itr, usecs_to_itr(old_n), usecs_to_itr(now_n))
 
     def _push_via_guest_agent(self, vf_pci: str, itr: int, usecs: int) -> Applied:
         guest = (self._guests.view().by_pci.get(vf_pci) if self._guests is not None else None)
@@ -406,7 +409,11 @@ class LinuxHost(HostDriver):
         except HostError as exc:
             return self._failed(pf, "rx_mode", mode, str(exc))
         as_mode = {True: "napi", False: "de"}
-        return Applied(pf, "rx_mode", mode, as_mode[int(old_defer) > 0], as_mode[int(now_defer) > 0])
+        old_n, now_n = as_count(old_defer), as_count(now_defer)
+        if old_n is None or now_n is None:
+            return self._failed(pf, "rx_mode", mode, f"{dev.net_dir / pa.NAPI_DEFER_HARD_IRQS}: reads back "
+                                f"{now_defer!r}, not a number")
+        return Applied(pf, "rx_mode", mode, as_mode[old_n > 0], as_mode[now_n > 0])
 
     # -- restore ----------------------------------------------------------------------------
 
