@@ -23,7 +23,7 @@ from vftune.hostdriver.linux.netlink_vfstats import LinkStats, parse_link
 from vftune.hostdriver.linux.proc_interrupts import InterruptCounts, parse_interrupts
 from vftune.hostdriver.linux.sysfs_inventory import SysfsScan, scan
 
-FUZZ = settings(max_examples=300, derandomize=True, deadline=None)
+FUZZ = settings(max_examples=200, derandomize=True, deadline=None)
 # Text as a kernel file could hold it, and the nastier cases the issue names: non-ASCII digits,
 # counts too long for int(), non-UTF-8 bytes.
 NASTY = st.sampled_from(["²", "٣", "9" * 5000, "\x00", "\udcff", ")", "(", "\n", ":", "vfio-msix[0](0000:03:10.0)"])
@@ -122,7 +122,7 @@ SYSFS_FILES = ["sys/class/net/enp3s0f0/device/sriov_numvfs", "sys/class/net/enp3
 PROC_FILES = ["proc/interrupts", "proc/stat", f"proc/{hosttree.GUESTS[0].pid}/stat"]
 
 
-@settings(max_examples=60, derandomize=True, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=30, derandomize=True, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(which=st.sampled_from(SYSFS_FILES + PROC_FILES), data=BYTES)
 def test_a_tick_on_a_host_with_any_bytes_in_any_source_goes_on(tree, which, data):
     """The Linux backend end to end: inventory and a snapshot with one file holding anything.

@@ -20,10 +20,13 @@ class ErrorBody(BaseModel):
 
 
 class Health(BaseModel):
-    status: str = Field(description="ok, starting or stalled")
+    status: Literal["ok", "starting", "stalled", "degraded"] = Field(
+        description="ok; starting (no tick yet); stalled (no tick for 3 intervals, HTTP 503); degraded "
+                    "(tuning and restoring go on, history is not recorded: `degraded` says why)")
     ticks: int
     last_tick_age_s: float | None
     backend: str
+    degraded: str | None = Field(default=None, description="why history is not being recorded (disk full)")
 
 
 class CapabilitiesOut(ViewModel):

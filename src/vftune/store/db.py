@@ -344,7 +344,7 @@ class Store:
             while time.monotonic() < deadline:
                 n = step()
                 removed += n
-                if n < r.batch_rows:
+                if n == 0:
                     break
         while self.live_bytes() > r.max_bytes and time.monotonic() < deadline:
             n = self._drop_oldest()

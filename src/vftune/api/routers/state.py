@@ -11,22 +11,27 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from vftune.api import models
-from vftune.api.deps import PCI_ADDRESS, AgentHandle, agent
+from vftune.api.deps import PCI_ADDRESS, AgentHandle, agent, store
+from vftune.store.db import Store
 
 router = APIRouter()
 
 
 @router.get("/healthz", response_model=models.Health)
-def healthz(handle: AgentHandle = Depends(agent)) -> Any:
+def healthz(handle: AgentHandle = Depends(agent), db: Store | None = Depends(store)) -> Any:
     view = handle.view()
     age = None if view.last_tick_wall is None else time.time() - view.last_tick_wall
     # Stalled: no tick for three intervals of wall time (the sim may run faster, never slower).
     stalled = age is not None and age > 3 * view.interval_s + 5
+    # Degraded: tuning and restoring go on, history is not recorded (a full disk); still 200.
+    degraded = db.degraded if db is not None else None
+    status = "starting" if age is None else ("stalled" if stalled else ("degraded" if degraded else "ok"))
     body = {
-        "status": "starting" if age is None else ("stalled" if stalled else "ok"),
+        "status": status,
         "ticks": view.ticks,
         "last_tick_age_s": age,
         "backend": view.backend,
+        "degraded": degraded,
     }
     return JSONResponse(body, status_code=503 if stalled else 200)
 
