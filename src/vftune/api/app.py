@@ -64,10 +64,23 @@ def _shown(value: Any) -> str:
     return f"={ascii(text)}" if len(text) <= 40 else ""
 
 
-async def _http_error(_: Request, exc: Exception) -> JSONResponse:
+async def _http_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, StarletteHTTPException)
     # Keeps Allow on a 405 and WWW-Authenticate on a 401.
-    return _json_error(exc.status_code, str(exc.detail), headers=dict(exc.headers or {}))
+    headers = dict(exc.headers or {})
+    if exc.status_code == 405:
+        headers["Allow"] = ", ".join(_allowed(request))
+    return _json_error(exc.status_code, str(exc.detail), headers=headers)
+
+
+def _allowed(request: Request) -> list[str]:
+    """Every method any route of this path takes (Starlette names only the first route's)."""
+    methods: set[str] = set()
+    for route in request.app.routes:
+        regex = getattr(route, "path_regex", None)
+        if regex is not None and regex.match(request.url.path):
+            methods |= set(getattr(route, "methods", None) or ())
+    return sorted(methods)
 
 
 async def _unexpected(_: Request, exc: Exception) -> JSONResponse:

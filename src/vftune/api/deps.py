@@ -90,9 +90,7 @@ class Window:
         """The cursor as a row id (decisions, events): rows with a smaller id come next."""
         if self.cursor is None:
             return None
-        if not self.cursor.isdigit() or len(self.cursor) > 18:
-            raise BadParameter(f"cursor={_shown(self.cursor)}: not a cursor this endpoint returned")
-        return int(self.cursor)
+        return int(parse_time("cursor", self.cursor, 0.0))
 
     def cursor_t(self) -> float:
         """The cursor as a time (a VF's samples): samples before it come next."""

@@ -17,7 +17,8 @@ router = APIRouter()
 
 @router.post("/v1/events", status_code=202, response_model=models.GuestEventOut,
              dependencies=[Depends(require_token)],
-             responses={401: {"model": models.ErrorBody}, 403: {"model": models.ErrorBody},
+             responses={400: {"model": models.ErrorBody}, 401: {"model": models.ErrorBody},
+                        403: {"model": models.ErrorBody},
                         413: {"model": models.ErrorBody}, 422: {"model": models.ErrorBody}})
 def guest_event(
     event: models.GuestEventIn, handle: AgentHandle = Depends(agent), db: Store | None = Depends(store),
