@@ -99,7 +99,7 @@ DOMAIN_XML = """<domain type='kvm'><name>web-1</name><uuid>8a1c52be-4f0e-4d36-9a
 def test_libvirt_hook_tells_the_running_agent(sim_agent):
     sim_agent.wait_ticks(2)
     out = subprocess.run([*VFTUNE, "hook", "web-1", "started", "begin", "-", "--url", sim_agent.url,
-                          "--token-file", str(sim_agent.db.parent / "token")],
+                          "--token-file", str(sim_agent.db.parent / "token"), "--timeout", "10"],
                          input=DOMAIN_XML, capture_output=True, text=True)
     assert out.returncode == 0 and out.stderr == ""
     events = httpx.get(f"{sim_agent.url}/v1/events").json()

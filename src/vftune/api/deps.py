@@ -6,7 +6,9 @@ clock, and a refresh request. It never imports vftune.agent.
 
 from __future__ import annotations
 
+import json
 import math
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -30,6 +32,32 @@ class AgentHandle(Protocol):
     def wall_now(self) -> float: ...
 
     def request_refresh(self, reason: str) -> None: ...
+
+
+# History queries at once: a page is quick, but 40 of them serialising together would starve the
+# event loop (and a SIGTERM) of the GIL; the rest wait their turn without using the CPU.
+store_reads = threading.BoundedSemaphore(4)
+_views: dict[int, tuple[int, AgentView]] = {}
+_views_lock = threading.Lock()
+
+
+def cached_view(handle: AgentHandle) -> AgentView:
+    """The agent's view, taken again only after a tick (a copy of 126 VFs per request adds up)."""
+    ticks = getattr(handle, "ticks", None)
+    if not isinstance(ticks, int):
+        return handle.view()
+    with _views_lock:
+        hit = _views.get(id(handle))
+        if hit is not None and hit[0] == ticks:
+            return hit[1]
+    view = handle.view()
+    with _views_lock:
+        _views[id(handle)] = (view.ticks, view)
+    return view
+
+
+def json_response(body: Any) -> Response:
+    return Response(json.dumps(body, allow_nan=False, separators=(",", ":")), media_type="application/json")
 
 
 class BadParameter(Exception):

@@ -29,6 +29,7 @@ log = logging.getLogger("vftune")
 DEFAULTS = RunConfig()
 STOP_JOIN_S = 1.5  # longest a tick in progress may hold up the restore on SIGTERM
 DRAIN_S = 1.5  # then requests in flight get this long; the whole stop stays under 5 s
+EXIT_DEADLINE_S = 4.0  # the latest exit after a stop began, restore permitting
 
 
 def _number(name: str, integer: bool = False) -> Number:
@@ -211,6 +212,17 @@ def run(config: RunConfig, host_factory: Callable[[RunConfig, Journal], HostDriv
             stop.set()
         host.stop()  # wake the agent's sleep where the backend can; no new writes
         threading.Thread(target=restore_then_drain, name="vftune-stop", daemon=True).start()
+        threading.Thread(target=exit_by_deadline, name="vftune-exit", daemon=True).start()
+
+    def exit_by_deadline() -> None:
+        """Whatever the API is doing, the process is gone EXIT_DEADLINE_S after the stop began,
+        once the restore is done (the restore is never cut short; TimeoutStopSec leaves margin)."""
+        began = time.monotonic()
+        stopped.wait()
+        time.sleep(max(0.0, EXIT_DEADLINE_S - (time.monotonic() - began)))
+        log.warning("requests still in flight %.1f s after the stop: exiting without them", EXIT_DEADLINE_S)
+        logging.shutdown()
+        os._exit(1 if crashed else 0)
 
     signal.signal(signal.SIGTERM, request_stop)
     signal.signal(signal.SIGINT, request_stop)

@@ -85,6 +85,7 @@ MIGRATIONS: list[str] = [
     """,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
+SAMPLE_COLUMNS = "t, dt, rx_pps, rx_bps, tx_pps, tx_bps, interrupts_per_s, itr, guest_cpu, fresh"
 log = logging.getLogger("vftune.store")
 
 
@@ -407,14 +408,14 @@ class Store:
         for the part of the window older than the raw ones."""
         op = "<" if exclusive else "<="
         rows = self._rows(
-            f"SELECT * FROM samples WHERE pci = ? AND t >= ? AND t {op} ? ORDER BY t DESC LIMIT ?",
+            f"SELECT {SAMPLE_COLUMNS} FROM samples WHERE pci = ? AND t >= ? AND t {op} ? ORDER BY t DESC LIMIT ?",
             (pci, since, until, limit),
         )
         if len(rows) < limit:
             older = rows[-1]["t"] if rows else until
             rolled = self._rows(
-                f"SELECT t, pci, dt, rx_pps, rx_bps, tx_pps, tx_bps, interrupts_per_s, itr, guest_cpu, fresh"
-                f" FROM samples_1m WHERE pci = ? AND t >= ? AND t {'<' if exclusive and not rows else '<='} ?"
+                f"SELECT {SAMPLE_COLUMNS} FROM samples_1m WHERE pci = ? AND t >= ?"
+                f" AND t {'<' if exclusive and not rows else '<='} ?"
                 " ORDER BY t DESC LIMIT ?", (pci, since, older, limit - len(rows)))
             rows.extend(rolled)
         for r in rows:
@@ -432,8 +433,10 @@ class Store:
         if before_id is not None:
             where += " AND id < ?"
             args.append(before_id)
+        # One target: its (target, t) index gives the newest rows first, no sort of the window.
+        order = "t DESC, id DESC" if target is not None else "id DESC"
         rows = self._rows(
-            f"SELECT * FROM decisions WHERE {where} ORDER BY id DESC LIMIT ?", (*args, limit)
+            f"SELECT * FROM decisions WHERE {where} ORDER BY {order} LIMIT ?", (*args, limit)
         )
         for r in rows:
             r["ok"] = bool(r["ok"])

@@ -9,7 +9,17 @@ from fastapi import APIRouter, Depends, Response
 
 from vftune.api import models
 from vftune.api.auth import require_token
-from vftune.api.deps import PCI_ADDRESS, AgentHandle, BadParameter, Window, agent, set_next_cursor, store, time_window
+from vftune.api.deps import (
+    PCI_ADDRESS,
+    AgentHandle,
+    BadParameter,
+    Window,
+    agent,
+    set_next_cursor,
+    store,
+    store_reads,
+    time_window,
+)
 from vftune.store.db import Store
 
 router = APIRouter()
@@ -40,6 +50,7 @@ def guest_event(
             responses={422: {"model": models.ErrorBody}})
 def guest_events(response: Response, w: Window = Depends(time_window), db: Store | None = Depends(store)) -> Any:
     """Newest `limit` events of the window, oldest first; X-Next-Cursor pages to older ones."""
-    rows = db.guest_events(w.since, w.until, w.limit, w.cursor_id()) if db else []
+    with store_reads:
+        rows = db.guest_events(w.since, w.until, w.limit, w.cursor_id()) if db else []
     set_next_cursor(response, rows, w.limit, "id")
     return rows
