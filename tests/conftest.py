@@ -53,7 +53,8 @@ def start_agent(tmp_path: Path, *args: str) -> RunningAgent:
     """Start `vftune run` on port 0 and learn the port from its log line."""
     db, log = tmp_path / "vftune.db", tmp_path / "agent.log"
     err = log.open("w")
-    proc = subprocess.Popen([*VFTUNE, "run", *args, "--db", str(db), "--listen", "127.0.0.1:0",
+    listen = [] if "--listen" in args else ["--listen", "127.0.0.1:0"]
+    proc = subprocess.Popen([*VFTUNE, "run", *args, "--db", str(db), *listen,
                              "--log-level", "info"], stderr=err, stdout=subprocess.DEVNULL,
                             env={**os.environ, "PYTHONUNBUFFERED": "1"})
     deadline = time.monotonic() + 60

@@ -76,10 +76,19 @@ async def _http_error(request: Request, exc: Exception) -> JSONResponse:
 def _allowed(request: Request) -> list[str]:
     """Every method any route of this path takes (Starlette names only the first route's)."""
     methods: set[str] = set()
-    for route in request.app.routes:
-        regex = getattr(route, "path_regex", None)
-        if regex is not None and regex.match(request.url.path):
-            methods |= set(getattr(route, "methods", None) or ())
+
+    def walk(routes: list[Any], prefix: str = "") -> None:
+        for route in routes:
+            inner = getattr(route, "original_router", None) or route  # FastAPI's included routers
+            nested = getattr(inner, "routes", None)
+            if nested is not None and not hasattr(route, "path_regex"):
+                walk(list(nested), prefix + getattr(route, "prefix", ""))
+                continue
+            regex = getattr(route, "path_regex", None)
+            if regex is not None and regex.match(request.url.path[len(prefix):] if prefix else request.url.path):
+                methods.update(getattr(route, "methods", None) or ())
+
+    walk(list(request.app.routes))
     return sorted(methods)
 
 
