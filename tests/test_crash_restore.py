@@ -51,6 +51,20 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+STARTED: list[subprocess.Popen] = []
+
+
+@pytest.fixture(autouse=True)
+def _no_agent_left_behind():
+    """A failing test must not leave its agent running."""
+    yield
+    while STARTED:
+        proc = STARTED.pop()
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
 class TreeAgent:
     def __init__(self, root: Path, db: Path, log: Path) -> None:
         self.port = free_port()
@@ -62,6 +76,7 @@ class TreeAgent:
             [sys.executable, str(FIXTURES / "agent_on_tree.py"), str(root), str(db), str(self.port),
              "pf_mode=hybrid:1"],
             stdout=subprocess.DEVNULL, stderr=log.open("a"), env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        STARTED.append(self.proc)
 
     def wait(self, condition, what: str, timeout: float = 60.0) -> None:
         deadline = time.monotonic() + timeout
