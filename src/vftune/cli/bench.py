@@ -7,7 +7,7 @@ import time
 
 import click
 
-from vftune.cli.common import fail
+from vftune.cli.common import Number, fail
 
 
 def _fmt(value: object, spec: str) -> str:
@@ -22,7 +22,7 @@ def _fmt(value: object, spec: str) -> str:
 @click.option("--policy", "policies", multiple=True, metavar="NAME",
               help="Policy to run (repeatable; default: all). The oracle always runs: it is the reference.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Scenario instance and noise.")
-@click.option("--duration", type=float, default=None, metavar="SECONDS",
+@click.option("--duration", type=Number(), default=None, metavar="SECONDS",
               help="Simulated seconds per pair (default: 1800, two full cycles for phased scenarios).")
 @click.option("--jobs", type=int, default=None, metavar="N", help="Worker processes (default: one per CPU).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
