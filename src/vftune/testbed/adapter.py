@@ -1,0 +1,161 @@
+"""The one place the testbed meets the tuner: vftune's ask/tell search on the deferral knob.
+
+The agent's search (agent.itr_search.ItrSearch) maximises a score over an interrupt rate,
+searching its logarithm. Deferral maps onto that axis directly: gro_flush_timeout is an
+interval, like an ITR interval, so the axis is the flush rate 1e6 / gro_flush_timeout_us per
+second, with napi_defer_hard_irqs = 1. "No deferral" (the stock setting a host has before the
+tuner runs) is the search's incumbent: measured first, and kept unless a deferral setting
+scores at least as well; that is how the search can answer the edge of the range.
+
+The score comes from the objective (objective.Objective.search_score): reference value over
+measured value when the constraint holds, a small graded number when it does not. The
+reference and the constraint's default come from the incumbent, measured cold at the start,
+exactly as the agent would see a host: nothing from the sweep is used.
+
+When the tuner gains objectives of its own, this module is the only thing to change.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from vftune.agent.itr_search import ItrSearch
+from vftune.testbed.knob import NO_DEFERRAL, Knob
+from vftune.testbed.objective import Objective, make_objective
+
+NO_DEFERRAL_CODE = 1_000_000  # the incumbent's place on the axis: a 1-us flush, i.e. none
+
+
+@dataclass(frozen=True)
+class SearchConfig:
+    min_gro_us: int = 5
+    max_gro_us: int = 500
+    max_probes: int = 12  # the incumbent's baseline probes included
+    baseline_probes: int = 2  # no-deferral measured this often before the search (noisy p99)
+    margin: float = 0.05  # differences inside this are noise (relative, on the score)
+    rel_tolerance: float = 0.5  # stop when the bracket's high/low is within 1 + this
+    guard: float = 0.15  # the tuner holds its constraint this much inside the limit
+
+    def __post_init__(self) -> None:
+        if not 0 < self.min_gro_us < self.max_gro_us:
+            raise ValueError(f"need 0 < min_gro_us < max_gro_us, got {self.min_gro_us}, {self.max_gro_us}")
+        if not 1 <= self.baseline_probes <= self.max_probes - 3:
+            raise ValueError(f"baseline_probes must be 1..max_probes-3, got {self.baseline_probes}")
+
+
+def knob_for(code: int) -> Knob:
+    """The knob a search rate stands for."""
+    if code >= NO_DEFERRAL_CODE:
+        return NO_DEFERRAL
+    return Knob(defer=1, gro_ns=max(1, round(1e6 / code)) * 1000)
+
+
+def _quantize(rate: float) -> float:
+    """Whole microseconds of gro_flush_timeout, like the 2-us steps of an ITR register."""
+    return 1e6 / max(1, round(1e6 / rate))
+
+
+class KnobSearch:
+    """Ask for a knob, tell a measurement (p99 us, cpu cores); ``choice`` once done.
+
+    ``objective_name`` with ``latency_bound_us`` (efficiency only; default twice the incumbent's
+    p99) or a CPU budget (latency; default the incumbent's CPU plus the noise margin).
+    """
+
+    def __init__(self, objective_name: str, cfg: SearchConfig = SearchConfig(),
+                 latency_bound_us: float | None = None) -> None:
+        self.cfg = cfg
+        self.objective_name = objective_name
+        self.latency_bound_us = latency_bound_us
+        self.objective: Objective | None = None  # known after the baseline
+        self._baseline: list[tuple[float, float]] = []
+        self._search: ItrSearch | None = None
+        self.trace: list[dict[str, object]] = []
+
+    # ---- ask/tell ---------------------------------------------------------------------
+
+    def ask(self) -> Knob | None:
+        if self._search is None:
+            return NO_DEFERRAL
+        code = self._search.ask()
+        return None if code is None else knob_for(code)
+
+    def tell(self, knob: Knob, p99_us: float, cpu: float) -> None:
+        if self._search is None:
+            if knob != NO_DEFERRAL:
+                raise ValueError(f"baseline probe must be no deferral, got {knob.label}")
+            self._baseline.append((p99_us, cpu))
+            self.trace.append({"knob": knob.label, "p99_us": p99_us, "cpu": cpu, "score": 1.0})
+            if len(self._baseline) >= self.cfg.baseline_probes:
+                self._start_search()
+            return
+        code = self._search.ask()
+        if code is None or knob != knob_for(code):
+            raise ValueError(f"tell({knob.label}) does not match the probe asked")
+        score = self._score(p99_us, cpu)
+        self.trace.append({"knob": knob.label, "p99_us": p99_us, "cpu": cpu, "score": round(score, 4)})
+        self._search.tell(code, score)
+
+    @property
+    def converged(self) -> bool:
+        return self._search is not None and self._search.converged
+
+    @property
+    def probes(self) -> int:
+        return len(self.trace)
+
+    @property
+    def choice(self) -> Knob:
+        if self._search is None:
+            return NO_DEFERRAL
+        best = self._search.best
+        return NO_DEFERRAL if best is None else knob_for(best)
+
+    @property
+    def outcome(self) -> str:
+        return self._search.outcome if self._search is not None else "baseline only"
+
+    # ---- internals --------------------------------------------------------------------
+
+    def _start_search(self) -> None:
+        # The lowest p99 and CPU the baseline showed: a hiccup in one window must not loosen
+        # the bound the tuner then holds.
+        p99 = min(p for p, _ in self._baseline)
+        cpu = min(c for _, c in self._baseline)
+        self._ref_p99, self._ref_cpu = p99, cpu
+        self.objective = make_objective(self.objective_name, p99, cpu, cpu_noise=self.cfg.margin,
+                                        latency_bound_us=self.latency_bound_us)
+        # The tuner's own constraint sits `guard` inside the limit: its final choice is judged
+        # on fresh windows whose p99 can land above what the search saw.
+        if self.objective.name == "efficiency":
+            assert self.objective.p99_bound_us is not None
+            self._inner = Objective("efficiency", p99_bound_us=self.objective.p99_bound_us * (1.0 - self.cfg.guard))
+        else:
+            self._inner = self.objective
+        low = 1e6 / self.cfg.max_gro_us
+        high = 1e6 / self.cfg.min_gro_us
+        self._search = ItrSearch(
+            low, high, tolerance=1.0, rel_tolerance=self.cfg.rel_tolerance, margin=self.cfg.margin,
+            plateau_margin=self.cfg.margin / 2, harm_margin=self.cfg.margin / 2,
+            max_interval_us=float(self.cfg.max_gro_us), incumbent=NO_DEFERRAL_CODE, incumbent_throughput=1.0,
+            max_probes=self.cfg.max_probes - len(self._baseline), quantize=_quantize,
+            max_edge_probes=1,
+        )
+
+    def _score(self, p99_us: float, cpu: float) -> float:
+        reference = self._ref_cpu if self._inner.name == "efficiency" else self._ref_p99
+        return self._inner.search_score(p99_us, cpu, reference)
+
+
+def run_search(search: KnobSearch, measure: Callable[[Knob], tuple[float, float]]) -> Knob:
+    """Drive a search to convergence with ``measure(knob) -> (p99_us, cpu)``."""
+    while True:
+        knob = search.ask()
+        if knob is None:
+            return search.choice
+        p99, cpu = measure(knob)
+        if not (math.isfinite(p99) and math.isfinite(cpu)):
+            raise ValueError(f"measurement at {knob.label} is not finite: p99={p99}, cpu={cpu}")
+        search.tell(knob, p99, cpu)
