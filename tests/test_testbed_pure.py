@@ -14,10 +14,11 @@ from hypothesis import strategies as st
 from vftune.testbed.adapter import NO_DEFERRAL_CODE, KnobSearch, SearchConfig, knob_for, run_search
 from vftune.testbed.bulk import parse_iperf3
 from vftune.testbed.knob import NO_DEFERRAL, Knob, sweep_grid
-from vftune.testbed.measure import parse_client_output
+from vftune.testbed.measure import Measurement, parse_client_output
 from vftune.testbed.netns import TestbedError
 from vftune.testbed.objective import INFEASIBLE_SCALE, Objective, best_point, make_objective
 from vftune.testbed.procstat import CpuTicks, ProcStatError, cpu_use, parse_proc_stat
+from vftune.testbed.run import _judge, _settle
 from vftune.testbed.stats import cv, percentile, rel_spread
 
 # ---- percentiles ------------------------------------------------------------------------
@@ -230,3 +231,44 @@ def test_iperf3_parse() -> None:
     assert (r.gbit_s, r.sender_cpu_pct, r.receiver_cpu_pct) == (4.2, 12.5, 40.0)
     with pytest.raises(TestbedError):
         parse_iperf3(NO_DEFERRAL, "{}")
+
+
+# ---- judging a choice against the sweep's best --------------------------------------------
+
+
+def _m(knob: Knob, p99: float, cpu: float) -> Measurement:
+    return Measurement(knob, p50_us=p99 / 3, p99_us=p99, rate=5000.0, cpu=cpu, busy=1.0, softirq=0.01,
+                       steal=0.0, sent=100, received=100)
+
+
+def test_judge_scores_side_by_side_and_zeroes_a_broken_constraint() -> None:
+    obj = Objective("efficiency", p99_bound_us=500.0)
+    best, cheap, slow = Knob(1, 50_000), Knob(1, 100_000), Knob(1, 500_000)
+    table = {best: (300.0, 0.20), cheap: (350.0, 0.25), slow: (900.0, 0.10)}
+    search = KnobSearch("efficiency")
+    probe = lambda k: _m(k, *table[k])  # noqa: E731
+    run = _judge(obj, 500.0, cheap, best, search, 12.0, probe, 3)
+    assert run.ratio_to_best == pytest.approx(0.8) and run.feasible and run.within_bound
+    broken = _judge(obj, 500.0, slow, best, search, 12.0, probe, 3)
+    assert broken.ratio_measured == pytest.approx(2.0) and broken.ratio_to_best == 0.0 and not broken.within_bound
+    same = _judge(obj, 500.0, best, best, search, 12.0, probe, 2)
+    assert same.ratio_to_best == 1.0 and (same.ratio_lo, same.ratio_hi) == (1.0, 1.0)
+
+
+def test_settle_finds_the_first_steady_slice() -> None:
+    steady = [[100.0, 300.0, 500, 0.2]] * 20
+    assert _settle(steady) == 0.0
+    ramp = [[400.0, 900.0, 500, 0.2]] * 5 + steady[:15]
+    assert _settle(ramp) == 0.4  # the three-slice median is steady from slice 4 on
+    assert _settle([]) is None
+
+
+def test_no_deferral_meets_the_constraints_it_defines() -> None:
+    obj = Objective("latency", cpu_budget=0.20)
+    table = {NO_DEFERRAL: (300.0, 0.22), Knob(0, 20_000): (280.0, 0.19)}
+    run = _judge(obj, 600.0, NO_DEFERRAL, Knob(0, 20_000), KnobSearch("latency"), 1.0,
+                 lambda k: _m(k, *table[k]), 2)
+    assert run.feasible and run.ratio_to_best == pytest.approx(280.0 / 300.0)
+    explicit = _judge(Objective("efficiency", p99_bound_us=250.0), 250.0, NO_DEFERRAL, Knob(0, 20_000),
+                      KnobSearch("efficiency"), 1.0, lambda k: _m(k, *table[k]), 2, explicit_bound=True)
+    assert not explicit.feasible and explicit.ratio_to_best == 0.0

@@ -33,6 +33,8 @@ def _positive(ctx: click.Context, param: click.Parameter, value: float | None) -
 @click.option("--repeats", type=click.IntRange(1, 20), default=3, show_default=True, help="Sweep repeats per setting.")
 @click.option("--runs", type=click.IntRange(1, 10), default=3, show_default=True,
               help="Cold-start tuner runs per objective.")
+@click.option("--eval-rounds", type=click.IntRange(1, 20), default=4, show_default=True,
+              help="Side-by-side rounds of each choice against the sweep's best.")
 @click.option("--no-threaded", is_flag=True, help="Leave threaded NAPI out of the sweep.")
 @click.option("--bulk-seconds", type=click.FloatRange(0, 60), default=3.0, show_default=True,
               help="iperf3 seconds per setting (0: no bulk run).")
@@ -40,7 +42,7 @@ def _positive(ctx: click.Context, param: click.Parameter, value: float | None) -
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of tables.")
 @click.option("--quiet", is_flag=True, help="No progress lines on stderr.")
 def command(objective: str | None, latency_bound_us: float | None, rate: float, conns: int, mode: str,
-            window: float, repeats: int, runs: int, no_threaded: bool, bulk_seconds: float, seed: int,
+            window: float, repeats: int, runs: int, eval_rounds: int, no_threaded: bool, bulk_seconds: float, seed: int,
             as_json: bool, quiet: bool) -> None:
     """Sweep the stock NAPI deferral knobs on a veth pair between two network namespaces, then run
     vftune's own search from a cold start against the live knob and score its choice against the
@@ -60,7 +62,7 @@ def command(objective: str | None, latency_bound_us: float | None, rate: float, 
     cfg = RunConfig(
         objectives=(objective,) if objective else ("efficiency", "latency"),
         load=LoadSpec(mode=mode, rate=rate, conns=conns, window_s=window),
-        repeats=repeats, runs=runs, latency_bound_us=latency_bound_us, threaded=not no_threaded,
+        repeats=repeats, runs=runs, eval_rounds=eval_rounds, latency_bound_us=latency_bound_us, threaded=not no_threaded,
         bulk_s=bulk_seconds, seed=seed)
 
     def progress(msg: str) -> None:
@@ -84,7 +86,7 @@ def _print_report(report: dict) -> None:  # type: ignore[type-arg]
     from rich.console import Console
     from rich.table import Table
 
-    console = Console()
+    console = Console(width=None if sys.stdout.isatty() else 150)
     load = report["load"]
     t = Table(title=f"sweep: {load['mode']} loop, {load['rate']} req/s over {load['conns']} connections, "
                     f"{report['repeats']} repeats (medians)")

@@ -82,13 +82,13 @@ def serve(bind: str, port: int) -> None:
             conn = conns[fd]
             try:
                 data = conn.recv(65536)
-            except ConnectionError:
+                if data:
+                    conn.sendall(data)
+            except OSError:  # a client that closed with answers in flight: reset, broken pipe
                 data = b""
             if not data:
                 ep.unregister(fd)
                 conns.pop(fd).close()
-                continue
-            conn.sendall(data)
 
 
 def task_runtime_ns(pids: list[int]) -> int:

@@ -63,6 +63,9 @@ def measure(tb: Testbed, knob: Knob, load: LoadSpec) -> Measurement:
         proc = subprocess.run(argv, capture_output=True, text=True, timeout=budget, check=False)
     except subprocess.TimeoutExpired:
         raise TestbedError(f"load client did not finish within {budget:.0f} s at {knob.label}") from None
+    dead = tb.server_error()
+    if dead is not None:
+        raise TestbedError(f"load server exited during the probe at {knob.label}: {dead}")
     if proc.returncode != 0:
         err = proc.stderr.strip().splitlines()
         raise TestbedError(f"load client failed at {knob.label}: {err[-1] if err else f'exit {proc.returncode}'}")

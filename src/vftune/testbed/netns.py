@@ -15,8 +15,10 @@ import re
 import secrets
 import subprocess
 import sys
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import IO
 
 from vftune.testbed.knob import Knob
 
@@ -32,6 +34,8 @@ _SERVER_ADDR = "10.231.0.2"
 
 class TestbedError(RuntimeError):
     """The testbed could not be built or driven; the message names what and why."""
+
+    __test__ = False  # not a pytest class, whatever its name
 
 
 def _run(argv: list[str], timeout: float = 30.0) -> str:
@@ -67,6 +71,7 @@ class Testbed:
     client_addr: str = _CLIENT_ADDR
     server_addr: str = _SERVER_ADDR
     server: subprocess.Popen[str] | None = None
+    _server_log: IO[str] | None = None
     _created: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -108,15 +113,23 @@ class Testbed:
         self.start_server()
 
     def start_server(self) -> None:
+        self._server_log = tempfile.TemporaryFile(mode="w+")  # noqa: SIM115 - lives as long as the server
         self.server = subprocess.Popen(
             ["ip", "netns", "exec", self.ns_b, *LOADGEN_NICE, sys.executable, "-m", "vftune.testbed.loadgen", "server",
              "--bind", self.server_addr, "--port", str(SERVER_PORT)],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            stdout=subprocess.PIPE, stderr=self._server_log, text=True)
         assert self.server.stdout is not None
         line = self.server.stdout.readline()  # "ready" once it listens: the readiness condition
         if line.strip() != "ready":
-            err = self.server.stderr.read() if self.server.stderr else ""
-            raise TestbedError(f"load server did not start: {(err or line).strip().splitlines()[-1:]}")
+            raise TestbedError(f"load server did not start: {self.server_error() or line.strip()}")
+
+    def server_error(self) -> str | None:
+        """The server's last stderr line once it has exited, else None."""
+        if self.server is None or self._server_log is None or self.server.poll() is None:
+            return None
+        self._server_log.seek(0)
+        lines = self._server_log.read().strip().splitlines()
+        return lines[-1] if lines else f"exit {self.server.returncode}"
 
     def teardown(self) -> None:
         """Idempotent: stop the server, delete both namespaces (and with them the veth pair)."""
@@ -128,6 +141,9 @@ class Testbed:
                 self.server.kill()
                 self.server.wait(timeout=5)
         self.server = None
+        if self._server_log is not None:
+            self._server_log.close()
+            self._server_log = None
         from pyroute2 import netns
 
         while self._created:
