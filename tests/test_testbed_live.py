@@ -10,7 +10,6 @@ import signal
 import socket
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -40,7 +39,9 @@ def test_loadgen_answers_every_request_at_the_offered_rate() -> None:
     try:
         assert server.stdout is not None and server.stdout.readline().strip() == "ready"
         res = run_client("127.0.0.1", port, "open", 1000.0, 4, 0.1, 0.5, 64)
-        assert res["sent"] == 500  # 1000/s for 0.5 s, paced by the timer, whatever the answers do
+        # 1000/s for 0.5 s, paced by the timer whatever the answers do; a stall of this process
+        # across the window's edge moves a few sends out of it.
+        assert 475 <= res["sent"] <= 525  # type: ignore[operator]
         assert res["received"] == res["sent"]
         assert 0 < res["latency_us_p50"] <= res["latency_us_p99"]  # type: ignore[operator]
         closed = run_client("127.0.0.1", port, "closed", 0.0, 1, 0.1, 0.3, 64)
@@ -107,7 +108,8 @@ def test_smoke_one_point_one_probe() -> None:
 
 
 @pytest.mark.root
-def test_sigint_removes_the_namespaces(tmp_path: Path) -> None:
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_removes_the_namespaces(sig: signal.Signals) -> None:
     why = _netns_works()
     if why:
         pytest.skip(why)
@@ -117,8 +119,8 @@ def test_sigint_removes_the_namespaces(tmp_path: Path) -> None:
     line = proc.stderr.readline()  # the first progress line names the namespaces once they exist
     match = re.search(r"namespaces (\S+)/(\S+),", line)
     assert match, line
-    proc.send_signal(signal.SIGINT)
+    proc.send_signal(sig)
     _out, err = proc.communicate(timeout=60)
-    assert proc.returncode == 130
+    assert proc.returncode == 128 + sig
     assert "interrupted" in err and "Traceback" not in err
     assert not {match.group(1), match.group(2)} & _netns_names()

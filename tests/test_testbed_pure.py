@@ -272,3 +272,18 @@ def test_no_deferral_meets_the_constraints_it_defines() -> None:
     explicit = _judge(Objective("efficiency", p99_bound_us=250.0), 250.0, NO_DEFERRAL, Knob(0, 20_000),
                       KnobSearch("efficiency"), 1.0, lambda k: _m(k, *table[k]), 2, explicit_bound=True)
     assert not explicit.feasible and explicit.ratio_to_best == 0.0
+
+
+def test_adapter_reverts_a_choice_that_only_won_against_a_costly_baseline() -> None:
+    calls = []
+
+    def drifting(knob: Knob) -> tuple[float, float]:
+        calls.append(knob)
+        busy_minute = len(calls) <= 2  # the baseline is taken while the machine is expensive
+        cpu = 0.40 if busy_minute else (0.20 if knob == NO_DEFERRAL else 0.22)
+        return 250.0 + knob.gro_ns / 2000.0, cpu
+
+    search = KnobSearch("efficiency")
+    assert run_search(search, drifting) == NO_DEFERRAL
+    assert calls[-2:][0] == NO_DEFERRAL and calls[-1] != NO_DEFERRAL  # side by side at the end
+    assert "reverted" in search.outcome and search.probes <= 12

@@ -55,7 +55,10 @@ def command(objective: str | None, latency_bound_us: float | None, rate: float, 
     if why:
         fail(f"testbed {why}", 2)
 
+    caught = [signal.SIGINT]
+
     def on_term(signum: int, frame: FrameType | None) -> None:
+        caught[0] = signal.Signals(signum)
         raise KeyboardInterrupt  # unwinds through the testbed's teardown like Ctrl-C
 
     signal.signal(signal.SIGTERM, on_term)
@@ -72,8 +75,8 @@ def command(objective: str | None, latency_bound_us: float | None, rate: float, 
     try:
         report = run_testbed(cfg, progress)
     except KeyboardInterrupt:
-        click.echo("vftune: testbed interrupted; namespaces removed", err=True)
-        sys.exit(130)
+        click.echo(f"vftune: testbed interrupted by {caught[0].name}; namespaces removed", err=True)
+        sys.exit(128 + caught[0])
     except TestbedError as exc:
         fail(f"testbed: {exc}", 1)
     if as_json:
