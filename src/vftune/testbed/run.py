@@ -41,7 +41,7 @@ class RunConfig:
     load: LoadSpec = field(default_factory=LoadSpec)
     repeats: int = 3
     runs: int = 3  # cold-start tuner runs per objective
-    eval_rounds: int = 4  # side-by-side rounds of choice and best per tuner run
+    eval_rounds: int = 6  # side-by-side rounds of choice and best per tuner run (p99 varies ~50% a window)
     latency_bound_us: float | None = None
     gro_us: tuple[int, ...] = GRO_GRID_US
     threaded: bool = True  # sweep threaded NAPI too
