@@ -29,7 +29,7 @@ def _positive(ctx: click.Context, param: click.Parameter, value: float | None) -
 @click.option("--conns", type=click.IntRange(1, 256), default=8, show_default=True, help="Connections.")
 @click.option("--mode", type=click.Choice(["open", "closed"]), default="open", show_default=True,
               help="open: fixed offered rate; closed: ping-pong (rate follows latency).")
-@click.option("--window", type=click.FloatRange(0.5, 60), default=3.0, show_default=True, help="Seconds measured per probe.")
+@click.option("--window", type=click.FloatRange(0.5, 60), default=2.5, show_default=True, help="Seconds measured per probe.")
 @click.option("--repeats", type=click.IntRange(1, 20), default=3, show_default=True, help="Sweep repeats per setting.")
 @click.option("--runs", type=click.IntRange(1, 10), default=3, show_default=True,
               help="Cold-start tuner runs per objective.")

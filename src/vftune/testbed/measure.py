@@ -23,8 +23,8 @@ class LoadSpec:
     mode: str = "open"  # open: fixed offered rate; closed: ping-pong
     rate: float = 5000.0  # offered requests/s over all connections (open loop)
     conns: int = 8
-    warmup_s: float = 0.5  # after the knob is written and connections opened; not measured
-    window_s: float = 3.0
+    warmup_s: float = 0.4  # after the knob is written and connections opened; not measured
+    window_s: float = 2.5
     size: int = 64
 
     def as_dict(self) -> dict[str, object]:
