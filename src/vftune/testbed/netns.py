@@ -88,8 +88,8 @@ class Testbed:
             netns.create(ns)
             self._created.append(ns)
             # No IPv6 chatter (router solicitations, MLD) on the new links: only our packets.
-            self.ns_exec(ns, ["sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=1",
-                              "net.ipv6.conf.default.disable_ipv6=1"])
+            self.ns_exec(ns, ["sh", "-c", "echo 1 > /proc/sys/net/ipv6/conf/all/disable_ipv6; "
+                                          "echo 1 > /proc/sys/net/ipv6/conf/default/disable_ipv6"])
         # The pair is made in this namespace and each end moved; inside the namespaces `ip -n`
         # configures them (pyroute2's netns sockets fork a helper, which would inherit our
         # signal handlers).
