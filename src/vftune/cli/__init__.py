@@ -16,6 +16,7 @@ COMMAND_MODULES = [
     "hook",
     "restore",
     "bench",
+    "testbed",
 ]
 
 
