@@ -22,8 +22,8 @@ from typing import Any
 from vftune.agent.loop import Agent, AgentConfig
 from vftune.agent.policy import StockMode, VfPolicy, VfPolicyFactory
 from vftune.bench.groundtruth import GUEST_STEP_S, MeasuredSim
-from vftune.bench.oracle import OraclePlan, OraclePolicy, oracle_plan
-from vftune.bench.registry import GUEST, ORACLE, POLICIES, host_factory
+from vftune.bench.oracle import OraclePlan, oracle_plan
+from vftune.bench.registry import FIXED, GUEST, ORACLE, POLICIES, host_factory
 from vftune.bench.scores import (
     IDLE_BPS,
     Cell,
@@ -58,15 +58,29 @@ def default_duration(scenario: str, seed: int = 0) -> float:
     return CYCLES * spec.cycle_s if spec.cycle_s else STATIONARY_S
 
 
-def _factory(policy: str, plan: OraclePlan, made: dict[str, Recording]) -> VfPolicyFactory:
-    base = None if policy == ORACLE else host_factory(policy)
+def _factory(policy: str, made: dict[str, Recording]) -> VfPolicyFactory:
+    base = host_factory(policy)
 
     def make(pci: str, caps: Capabilities) -> VfPolicy:
-        inner: VfPolicy = OraclePolicy(pci, plan) if base is None else base(pci, caps)
-        made[pci] = Recording(inner)
+        made[pci] = Recording(base(pci, caps))
         return made[pci]
 
     return make
+
+
+def _direct(policy: str, plan: OraclePlan, pcis: list[str]) -> Callable[[float], dict[str, int]] | None:
+    """For a fixed rate or the oracle: the writes due at simulated time t (none between phases)."""
+    if policy in FIXED:
+        return lambda t: {pci: FIXED[policy] for pci in pcis} if t == 0.0 else {}
+    if policy == ORACLE:
+        starts = {p.start_s for p in plan.phases}
+
+        def due(t: float) -> dict[str, int]:
+            at = t % plan.cycle_s if plan.cycle_s else t
+            return plan.phase_at(t).itrs if t == 0.0 or any(abs(at - s) < 1e-6 for s in starts) else {}
+
+        return due
+    return None
 
 
 def run_pair(scenario: str, policy: str, seed: int = 0, duration: float | None = None,
@@ -88,18 +102,31 @@ def run_pair(scenario: str, policy: str, seed: int = 0, duration: float | None =
     step = GUEST_STEP_S if policy in GUEST else DEFAULT_STEP_S
     host.sim = MeasuredSim(host.spec, seed, segments, step, host.sim.patched_counters, guest)
     made: dict[str, Recording] = {}
-    agent = Agent(host, None, _factory(policy, plan, made), lambda pf, caps: StockMode(),
-                  AgentConfig(interval=TICK_S), wall_offset=0.0)
     spec = host.spec
     tunable = tunable_vfs(spec)
     pcis = [vf_pci(spec.vfs[i].pf, spec.vfs[i].index) for i in tunable]
+    # Fixed rates and the oracle's plan need no agent: the harness writes them through the host
+    # driver at each phase start, so the reference is in force from t = 0. Guest-run policies
+    # need none either: the host only watches.
+    writes = _direct(policy, plan, pcis)
+    agent = None
+    if writes is None and policy not in GUEST:
+        agent = Agent(host, None, _factory(policy, made), lambda pf, caps: StockMode(),
+                      AgentConfig(interval=TICK_S), wall_offset=0.0)
+        agent.start()
+    elif writes is not None:
+        for pci, itr in writes(0.0).items():
+            host.set_vf_itr(pci, itr)
     last_itr = {pci: host.vf_itr(pci) for pci in pcis}
     changes: dict[str, list[float]] = {pci: [] for pci in pcis}
-    agent.start()
     for _ in range(ticks):
         host.sleep(TICK_S)
-        agent.tick()
         t = host.now()
+        if agent is not None:
+            agent.tick()
+        elif writes is not None:
+            for pci, itr in writes(t).items():
+                host.set_vf_itr(pci, itr)
         for pci in pcis:
             itr = host.vf_itr(pci)
             if itr != last_itr[pci]:

@@ -28,9 +28,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from vftune.agent.policy import VfPolicy
-from vftune.itr import quantize_itr, same_itr
-from vftune.model import ItrDecision, VfSample
+from vftune.itr import quantize_itr
 from vftune.sim.engine import HostSim
 from vftune.sim.layout import vf_pci
 from vftune.sim.scenarios import build, get_scenario
@@ -184,23 +182,6 @@ def oracle_itr(scenario: str, seed: int, vf_pci: str, t: float) -> int:
     if vf_pci not in itrs:
         raise ValueError(f"VF {vf_pci} is not a tunable VF of scenario {scenario}")
     return itrs[vf_pci]
-
-
-class OraclePolicy(VfPolicy):
-    """Sets the oracle's ITR for the phase in force: the best fixed ITR, known in advance."""
-
-    name = "oracle"  # registry.ORACLE
-
-    def __init__(self, pci: str, plan: OraclePlan) -> None:
-        self.pci = pci
-        self.plan = plan
-
-    def step(self, sample: VfSample) -> ItrDecision | None:
-        phase = self.plan.phase_at(sample.t)
-        itr = phase.itrs.get(self.pci)
-        if itr is None or same_itr(itr, sample.itr):
-            return None
-        return ItrDecision(itr, f"oracle: {itr}/s for phase {phase.label or 0}")
 
 
 def geomean(values: list[float]) -> float:

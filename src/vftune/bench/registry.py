@@ -2,7 +2,7 @@
 
 Two kinds of policy:
 - host-run (HOST): a VfPolicyFactory the agent runs on the host, one sample per tick, on the
-  host's counters (vftune, bayesopt, the fixed rates, paper);
+  host's counters (vftune, bayesopt, paper; the fixed rates, which the bench writes directly);
 - guest-run (GUEST): moderation inside the guest's driver, per interrupt on its own counters
   (default: ixgbevf's adaptive ITR; net_dim and net_dim-cqe: Linux DIM). The host agent only
   observes; the bench puts the algorithm in the simulated guest (groundtruth.MeasuredSim).
@@ -30,10 +30,9 @@ def _fixed(itr: int) -> VfPolicyFactory:
     return lambda pci, caps: FixedItr(itr)
 
 
+FIXED: dict[str, int] = {"fixed-8000": 8000, "fixed-20000": 20000, "fixed-100000": 100000}
 HOST: dict[str, VfPolicyFactory] = {
-    "fixed-8000": _fixed(8000),
-    "fixed-20000": _fixed(20000),
-    "fixed-100000": _fixed(100000),
+    **{name: _fixed(itr) for name, itr in FIXED.items()},
     "paper": lambda pci, caps: PaperPolicy(pci, caps),
     "bayesopt": lambda pci, caps: BayesOptPolicy(pci, caps),
     "vftune": lambda pci, caps: SearchTuner(pci, caps),
