@@ -9,11 +9,13 @@ max(2 s, the counters' refresh period), after 1 s of settling), and:
 2. fits a Gaussian process to throughput over x = ln(rate) (squared-exponential kernel; the
    length scale of the three in LENGTH_SCALES with the highest marginal likelihood; throughput
    scaled by its largest measurement; a noise term of NOISE_SD);
-3. measures next the deliverable rate of highest expected improvement, until that improvement
-   is below STOP_EI of the best measured throughput or MAX_PROBES measurements are spent;
+3. measures next the deliverable rate of highest expected improvement, until, after at least
+   MIN_PROBES measurements, that improvement is below STOP_EI of the best measured throughput,
+   or MAX_PROBES measurements are spent;
 4. holds the measured rate whose posterior mean is highest, and starts again when the VF's
-   throughput moves by more than LOAD_CHANGE from what it held (two windows running) or every
-   RESTART_S seconds, as vftune's periodic restart does.
+   throughput moves by more than LOAD_CHANGE from what it held (the median of its first
+   REFERENCE_WINDOWS windows; CHANGE_WINDOWS windows running, the same way) or every RESTART_S
+   seconds, as vftune's periodic restart does.
 """
 
 from __future__ import annotations
@@ -29,11 +31,14 @@ from vftune.model import Capabilities, ItrDecision, VfSample
 from vftune.sim.sweep import default_grid
 
 INITIAL_POINTS = 3
-MAX_PROBES = 10
-STOP_EI = 0.005
+MIN_PROBES = 8  # the budget BayOp-style tuners spend before they may stop early
+MAX_PROBES = 12
+STOP_EI = 0.001
 NOISE_SD = 0.02
 LENGTH_SCALES = (0.5, 1.0, 2.0)
 LOAD_CHANGE = 0.3
+CHANGE_WINDOWS = 3  # windows in a row beyond LOAD_CHANGE: neighbours' probes last one or two
+REFERENCE_WINDOWS = 3
 RESTART_S = 600.0
 SETTLE_S = 1.0
 WINDOW_S = 2.0
@@ -114,7 +119,7 @@ class BayesSearch:
             mu, sd = gp.predict([math.log(r) for r in untried])
             ei = expected_improvement(mu, sd, 1.0)
             pick = int(np.argmax(ei))
-            if ei[pick] >= STOP_EI:
+            if ei[pick] >= STOP_EI or self.probes < MIN_PROBES:
                 return untried[pick]
         rates = list(self.measured)
         mu, _ = gp.predict([math.log(r) for r in rates])
@@ -142,8 +147,8 @@ class BayesOptPolicy(VfPolicy):
         self.probe: int | None = None
         self.searches = 0
         self._held_since = 0.0
-        self._reference: float | None = None
-        self._moved = 0
+        self._reference: list[float] = []
+        self._moved: list[int] = []
 
     def step(self, s: VfSample) -> ItrDecision | None:
         if self.search is None or self.search.best is not None:
@@ -165,12 +170,14 @@ class BayesOptPolicy(VfPolicy):
             return self._start(s)
         if w is None:
             return None
-        if self._reference is None:
-            self._reference = w.bps
+        if len(self._reference) < REFERENCE_WINDOWS:
+            self._reference.append(w.bps)
             return None
-        moved = abs(w.bps - self._reference) > LOAD_CHANGE * max(self._reference, MIN_BPS)
-        self._moved = self._moved + 1 if moved else 0
-        return self._start(s) if self._moved >= 2 else None
+        reference = sorted(self._reference)[len(self._reference) // 2]
+        change = w.bps - reference
+        way = (change > 0) - (change < 0) if abs(change) > LOAD_CHANGE * max(reference, MIN_BPS) else 0
+        self._moved = self._moved + [way] if way and (not self._moved or self._moved[-1] == way) else ([way] if way else [])
+        return self._start(s) if len(self._moved) >= CHANGE_WINDOWS else None
 
     def _start(self, s: VfSample) -> ItrDecision | None:
         self.search = BayesSearch(self.low, self.high, s.itr or None)
@@ -183,7 +190,7 @@ class BayesOptPolicy(VfPolicy):
         if itr is None:
             best = self.search.best
             assert best is not None
-            self._held_since, self._reference, self._moved = s.t, None, 0
+            self._held_since, self._reference, self._moved = s.t, [], []
             self.meter.start(s.t, SETTLE_S)
             if same_itr(best, s.itr):
                 return None
