@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 import multiprocessing
 import os
+import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -195,7 +196,10 @@ def _plan_task(task: tuple[str, int, str]) -> OraclePlan:
 
 def _pair_task(task: tuple[str, str, int, float | None, OraclePlan]) -> PairResult:
     scenario, policy, seed, duration, plan = task
-    return run_pair(scenario, policy, seed, duration, plan)
+    started = time.process_time()
+    result = run_pair(scenario, policy, seed, duration, plan)
+    result.run_s = time.process_time() - started
+    return result
 
 
 def _cost(scenario: str, seed: int, duration: float | None) -> float:

@@ -169,6 +169,7 @@ class PairResult:
     vf_min: float = math.nan
     vf_scores: dict[str, float] = field(default_factory=dict)
     cpu_per_gbps_vs_default: float | None = None
+    run_s: float = 0.0  # CPU seconds the run took (for the bench's own time budget)
 
     @property
     def latency_us_mean(self) -> float | None:
@@ -207,6 +208,7 @@ class PairResult:
             "changes_per_min": _round(self.changes_per_min, 3),
             "throughput_gbps": _round(self.throughput_bps / 1e9, 4),
             "duration_s": self.duration_s,
+            "run_s": round(self.run_s, 2),
             "vfs": {pci: _round(v, 4) for pci, v in self.vf_scores.items()},
         }
         d.update(self.extra)
