@@ -8,6 +8,7 @@ import math
 import pytest
 
 from vftune.bench import oracle_warnings, run
+from vftune.bench.groundtruth import GUEST_STEP_S, MeasuredSim
 from vftune.bench.oracle import OBJECTIVES, choose, oracle_plan, vf_kind, vf_merit
 from vftune.bench.scores import ORACLE_SLACK, Cell, PairResult, mean_interval, score
 from vftune.sim.engine import HostSim
@@ -108,3 +109,19 @@ def test_progress_reports_oracle_sweeps_then_pairs():
         progress=lambda stage, done, total: seen.append((stage, done, total)))
     assert seen[0] == ("oracle", 0, 2) and ("oracle", 2, 2) in seen
     assert seen[-1] == ("pairs", 6, 6)  # fixed-20000, default and oracle, two seeds
+
+
+def test_guest_run_default_follows_a_load_change_within_a_fraction_of_a_second():
+    spec = build("phase-change", 0)
+    change = spec.phases[1].start_s  # bulk -> request/response
+    sim = MeasuredSim(spec, 0, [(0.0, change), (change, 2 * change)], GUEST_STEP_S, None)
+    sim.advance(change)
+    before = [vf.itr for vf in sim.vfs]
+    sim.advance(0.3)  # the host's agent would not have ticked yet
+    assert [vf.itr for vf in sim.vfs] != before
+    # The tally splits the run at the phase change and adds up to what the counters count.
+    for i, vf in enumerate(sim.vfs):
+        bits = sum(t.bits for t in sim.tally[i])
+        live = vf.live.bits if hasattr(vf.live, "bits") else (vf.live[1] + vf.live[3]) * 8.0
+        assert bits == pytest.approx(live, rel=1e-9)
+        assert sim.tally[i][1].seconds == pytest.approx(0.3)
