@@ -18,19 +18,20 @@ from vftune.sim.sweep import hardware_rates, tunable_vfs
 
 
 def pair(policy: str, cells: dict[tuple[str, int], Cell], cpu: float = 0.1) -> PairResult:
-    bits = sum(c.bits for c in cells.values())
+    bits = sum(c.delivered_bits for c in cells.values())
     seconds = max(c.seconds for c in cells.values())
     return PairResult("synthetic", policy, 0, seconds, bits / seconds, cpu, 1000.0, 1.0, 1, None, None, 0.0,
                       cells=cells)
 
 
 def bulk(gbps: float) -> Cell:
-    return Cell("bulk", seconds=100.0, bits=gbps * 1e9 * 100.0)
+    return Cell("bulk", seconds=100.0, bits=gbps * 1e9 * 104.0, delivered_bits=gbps * 1e9 * 100.0)
 
 
 def rr(latency_us: float, tps: float = 20_000.0) -> Cell:
     n = tps * 100.0
-    return Cell("rr", seconds=100.0, bits=n * 200 * 8.0, transactions=n, latency_s=n * latency_us * 1e-6,
+    return Cell("rr", seconds=100.0, bits=n * 260 * 8.0, delivered_bits=n * 200 * 8.0, transactions=n,
+                latency_s=n * latency_us * 1e-6,
                 p99_s=n * 2 * latency_us * 1e-6)
 
 
@@ -124,4 +125,5 @@ def test_guest_run_default_follows_a_load_change_within_a_fraction_of_a_second()
         bits = sum(t.bits for t in sim.tally[i])
         live = vf.live.bits if hasattr(vf.live, "bits") else (vf.live[1] + vf.live[3]) * 8.0
         assert bits == pytest.approx(live, rel=1e-9)
+        assert 0 < sum(t.delivered_bits for t in sim.tally[i]) < bits  # frames carry headers
         assert sim.tally[i][1].seconds == pytest.approx(0.3)

@@ -3,7 +3,7 @@
 MeasuredSim is the simulator (HostSim) plus two things the bench needs and a host agent never
 sees:
 - a tally per VF and per phase segment of the run, taken every simulator step from the model's
-  own rates: bits the VF's counters count, seconds, and for request/response traffic the
+  own rates: bits the VF's counters count and bits its application gets, seconds, and for request/response traffic the
   transactions and their response time (mean, and p99 as the transaction-weighted mean of each
   step's p99);
 - guest-run moderation: a policy that runs inside the guest's driver (ixgbevf's adaptive ITR,
@@ -31,7 +31,8 @@ class Tally:
     """One VF over one phase segment."""
 
     seconds: float = 0.0
-    bits: float = 0.0
+    bits: float = 0.0  # what the VF's counters count (frames, both directions)
+    delivered_bits: float = 0.0  # IP bits that reach the guest's application
     interrupts: float = 0.0
     transactions: float = 0.0
     latency_s: float = 0.0  # sum of mean response time x transactions
@@ -40,6 +41,7 @@ class Tally:
     def add(self, rates: Any, h: float) -> None:
         self.seconds += h
         self.bits += (rates.rx_Bps + rates.tx_Bps) * 8.0 * h
+        self.delivered_bits += rates.delivered_bps * h
         self.interrupts += rates.interrupts_per_s * h
         mean = getattr(rates, "latency_mean_s", None)
         if mean:

@@ -175,7 +175,7 @@ def run_pair(scenario: str, policy: str, seed: int = 0, duration: float | None =
     oracle_converged = plan.converged
     result = PairResult(
         scenario, policy, seed, elapsed,
-        throughput_bps=sum(t.bits for i in tunable for t in tally[i]) / elapsed,
+        throughput_bps=sum(t.delivered_bits for i in tunable for t in tally[i]) / elapsed,
         cpu=network_cpu / elapsed / spec.host_cpus,
         interrupts_per_s=sum(t.interrupts for i in tunable for t in tally[i]) / elapsed,
         converge_s=converge_s, converge_probes=converge_probes,

@@ -12,8 +12,8 @@ What "best" means is the objective's:
 - efficiency: the lowest rate whose merit is within EFFICIENCY_MARGIN of that best;
 - latency: request/response VFs as under throughput (their merit is response time), bulk VFs
   as under efficiency, so their interrupts take the least CPU from their neighbours.
-A VF's merit (vf_merit) is what the bench scores it on: bits/s its counters count for bulk
-traffic, the inverse of the mean response time for request/response traffic. Idle VFs keep
+A VF's merit (vf_merit) is what the bench scores it on: bits/s delivered to its application
+for bulk traffic, the inverse of the mean response time for request/response traffic. Idle VFs keep
 the rate they have.
 
 The benchmark runs the plan through the same noisy simulation as every policy; each VF's
@@ -50,12 +50,12 @@ def vf_kind(workload: object) -> str:
 
 
 def vf_merit(rates: Any, kind: str) -> float:
-    """What a VF is scored on, higher is better: bits/s its counters count (bulk), or the
-    inverse of its mean response time (request/response; bits/s where the model has none)."""
+    """What a VF is scored on, higher is better: bits/s delivered to its application (bulk), or
+    the inverse of its mean response time (request/response; bits/s where the model has none)."""
     latency = getattr(rates, "latency_mean_s", None)
     if kind == "rr" and latency:
         return 1.0 / float(latency)
-    return float(rates.rx_Bps + rates.tx_Bps) * 8.0
+    return float(rates.delivered_bps)
 
 
 def choose(merits: dict[int, float], kind: str, objective: str) -> int:
@@ -71,7 +71,7 @@ class OracleVf:
     itr: int
     kind: str  # bulk, rr or idle in this phase
     merit: float  # steady state at the fixed point
-    throughput_bps: float
+    throughput_bps: float  # delivered to the application
 
 
 @dataclass(frozen=True)
@@ -171,7 +171,7 @@ def oracle_plan(scenario: str, seed: int = 0, objective: str = "throughput") -> 
         for i in tunable_vfs(spec):
             r = rates.vfs[i]
             vfs[vf_pci(spec.vfs[i].pf, spec.vfs[i].index)] = OracleVf(
-                itrs[i], kinds[i], vf_merit(r, kinds[i]), (r.rx_Bps + r.tx_Bps) * 8.0)
+                itrs[i], kinds[i], vf_merit(r, kinds[i]), float(r.delivered_bps))
         phases.append(OraclePhase(start, end, phase.label, vfs, rounds, converged))
     return OraclePlan(scenario, seed, objective, spec.cycle_s, tuple(phases))
 

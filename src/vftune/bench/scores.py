@@ -2,11 +2,13 @@
 
 Scores (the simulator's own rates, not what the agent estimated; groundtruth.Tally):
 - vf_geomean, vf_min: each tunable VF's score is its merit over the oracle's for the same VF
-  (bulk: bits/s its counters count; request/response: the oracle's mean response time over
+  (bulk: bits/s delivered to its application, not the counters' frames, which at high rates
+  carry extra ACKs and, for UDP, packets the application never gets; request/response: the oracle's mean response time over
   its own), per phase of the scenario, combined over the phases it is busy in by a
   time-weighted geometric mean; vf_geomean is the geometric mean over the VFs, vf_min the
   lowest VF (a starved small VF shows here, while the port's sum hides it);
-- throughput_ratio: bits all tunable VFs' counters count over the run / the oracle's;
+- throughput_ratio: bits delivered to all tunable VFs' applications over the run / the oracle's
+  (throughput_gbps: the same, in Gb/s);
 - cpu: network CPU as a share of the host's cores (guests' receive paths + host irq/softirq),
   the sweep's definition; cpu_per_gbps_vs_default: (cpu / Gb/s) over the default's in the
   same scenario and seed (below 1: cheaper per bit than the guests' own adaptive ITR);
@@ -122,6 +124,7 @@ class Cell:
     kind: str  # bulk, rr or idle (the scenario's workload in that phase)
     seconds: float = 0.0
     bits: float = 0.0
+    delivered_bits: float = 0.0
     transactions: float = 0.0
     latency_s: float = 0.0
     p99_s: float = 0.0
@@ -129,16 +132,17 @@ class Cell:
     def add(self, t: Tally) -> None:
         self.seconds += t.seconds
         self.bits += t.bits
+        self.delivered_bits += t.delivered_bits
         self.transactions += t.transactions
         self.latency_s += t.latency_s
         self.p99_s += t.p99_s
 
     @property
     def merit(self) -> float:
-        """Higher is better: bits/s (bulk), or 1 / mean response time (request/response)."""
+        """Higher is better: delivered bits/s (bulk), or 1 / mean response time (request/response)."""
         if self.kind == "rr" and self.transactions > 0 and self.latency_s > 0:
             return self.transactions / self.latency_s
-        return self.bits / self.seconds if self.seconds else 0.0
+        return self.delivered_bits / self.seconds if self.seconds else 0.0
 
 
 MIN_RATIO = 1e-6  # a VF that got nothing scores this, not log(0)
