@@ -9,7 +9,7 @@ import pytest
 
 from vftune.bench import oracle_warnings, run
 from vftune.bench.groundtruth import GUEST_STEP_S, MeasuredSim
-from vftune.bench.oracle import OBJECTIVES, choose, oracle_plan, vf_kind, vf_merit
+from vftune.bench.oracle import OBJECTIVES, TIE, choose, oracle_plan, vf_kind, vf_merit
 from vftune.bench.scores import ORACLE_SLACK, Cell, PairResult, mean_interval, score
 from vftune.sim.engine import HostSim
 from vftune.sim.layout import vf_pci
@@ -73,7 +73,7 @@ def test_oracle_is_a_fixed_point_no_vf_gains_alone_at_any_hardware_rate(scenario
         at_oracle = vf_merit(sim.steady_state(0.0, itrs).vfs[i], kind)
         for itr in hardware_rates()[::3]:
             trial = itrs[:i] + [itr] + itrs[i + 1:]
-            assert vf_merit(sim.steady_state(0.0, trial).vfs[i], kind) <= at_oracle * (1 + 1e-3), (i, itr)
+            assert vf_merit(sim.steady_state(0.0, trial).vfs[i], kind) <= at_oracle * (1 + TIE + 1e-3), (i, itr)
 
 
 def test_no_policy_beats_the_oracle_beyond_the_noise_on_a_small_host():
@@ -90,7 +90,8 @@ def test_objectives_pick_the_highest_merit_or_the_cheapest_rate_near_it():
     assert choose(merits, "bulk", "efficiency") == 20_000  # within 2% of the best
     assert choose(merits, "bulk", "latency") == 20_000  # bulk VFs spare CPU under latency
     assert choose(merits, "rr", "latency") == 40_000  # request/response: the best response time
-    assert choose({1_000: 1.0, 2_000: 1.0}, "bulk", "throughput") == 1_000  # exact ties: the cheaper
+    # A plateau: the middle of it, away from the edge where a bound caps a burst.
+    assert choose({1_000: 1.0, 2_000: 0.9995, 4_000: 1.0, 8_000: 0.90}, "bulk", "throughput") == 2_000
     plans = {o: oracle_plan("paper-3vm", 0, o) for o in OBJECTIVES}
     for pci, itr in plans["throughput"].phases[0].itrs.items():
         assert plans["efficiency"].phases[0].itrs[pci] <= itr

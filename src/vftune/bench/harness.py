@@ -54,8 +54,8 @@ Progress = Callable[[str, int, int], None]  # (stage, done, total)
 
 def default_duration(scenario: str, seed: int = 0) -> float:
     spec = build(scenario, seed)
-    if getattr(spec, "duration_s", None):
-        return float(spec.duration_s)  # type: ignore[attr-defined]
+    if spec.duration_s:
+        return float(spec.duration_s)
     return CYCLES * spec.cycle_s if spec.cycle_s else STATIONARY_S
 
 

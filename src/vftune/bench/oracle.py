@@ -1,14 +1,19 @@
 """The oracle: per VF and per phase, the best fixed ITR, known in advance, under an objective.
 
-For each phase of a scenario (the simulator's steady state, noise at its mean) every tunable VF
-takes its best response: a sweep of that VF over every rate of the grid (4% apart, then every
-2.048-us hardware step around the best) with its neighbours held at their own current oracle
-settings. Rounds of best responses repeat until a whole round changes nothing (a fixed point:
+For each phase of a scenario every tunable VF takes its best response: a sweep of that VF over
+every rate of the grid (4% apart, then every 2.048-us hardware step around the best) with its
+neighbours held at their own current oracle settings. Rates are judged on the
+simulator's steady state (noise at its mean).
+Rounds of best responses repeat until a whole round changes nothing (a fixed point:
 no VF can do better alone), at most MAX_ROUNDS; a phase that did not settle says so
 (`converged` False) and the bench prints it.
 
 What "best" means is the objective's:
-- throughput: the VF's own merit at its highest (below); exact ties go to the lower rate;
+- throughput: the VF's own merit at its highest (below). Rates within TIE of the best are one
+  plateau at the mean load, and the oracle takes the middle of it (the median rate): at its
+  lower edge two bounds meet (the ring at a low rate and the CPU, say), so a second of spare
+  CPU or a burst finds the cheapest rate capped, and a fixed rate above it would beat an
+  oracle that took the edge;
 - efficiency: the lowest rate whose merit is within EFFICIENCY_MARGIN of that best;
 - latency: request/response VFs as under throughput (their merit is response time), bulk VFs
   as under efficiency, so their interrupts take the least CPU from their neighbours.
@@ -40,6 +45,7 @@ EFFICIENCY_MARGIN = 0.02  # "within a margin of the best": the tuner's noise mar
 MAX_ROUNDS = 6
 START_ITR = 20_000  # every VF starts the rounds here (ixgbevf's own starting class)
 # Rates the peers run, always candidates, so a fixed peer cannot sit between grid points.
+TIE = 0.002  # rates this close to the best merit are one plateau at the mean load
 PEER_RATES = (8_000, 12_000, 20_000, 100_000, 500_000, 125_000, 62_500, 31_250, 16_129, 15_625, 7_936)
 
 
@@ -63,7 +69,8 @@ def choose(merits: dict[int, float], kind: str, objective: str) -> int:
     top = max(merits.values())
     if objective == "efficiency" or (objective == "latency" and kind == "bulk"):
         return min(itr for itr, m in merits.items() if m >= top * (1.0 - EFFICIENCY_MARGIN))
-    return min(itr for itr, m in merits.items() if m >= top * (1.0 - 1e-9))
+    plateau = sorted(itr for itr, m in merits.items() if m >= top * (1.0 - TIE))
+    return plateau[(len(plateau) - 1) // 2]
 
 
 @dataclass(frozen=True)
