@@ -9,8 +9,8 @@ sees:
 - guest-run moderation: a policy that runs inside the guest's driver (ixgbevf's adaptive ITR,
   Linux DIM) acts per interrupt on exact ring counters, not on the host's 2-s VF counter
   refresh. It takes the slot of the guest's adaptive ITR in the simulator (SimVf.adaptive) and
-  is fed every step; guest-run pairs step the simulator every GUEST_STEP_S (0.1 s) instead of
-  the host's 0.5 s, so the guest reacts within a tenth of a second of a change in load.
+  is fed every step; guest-run pairs step the simulator every GUEST_STEP_S (0.25 s) instead of
+  the host's 0.5 s, so the guest reacts within a quarter of a second of a change in load.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from typing import Any
 from vftune.sim.engine import HostSim
 from vftune.sim.workload import HostSpec
 
-GUEST_STEP_S = 0.1
+GUEST_STEP_S = 0.25
 
 
 @dataclass

@@ -42,7 +42,7 @@ from vftune.sim.layout import vf_pci
 from vftune.sim.scenarios import SCENARIOS, build, get_scenario
 from vftune.sim.sweep import tunable_vfs
 
-STATIONARY_S = 900.0  # 15 simulated minutes: a cold search, a steady state, a periodic restart
+STATIONARY_S = 600.0  # 10 simulated minutes: a cold search, a steady state, for half the VFs a periodic restart
 CYCLES = 2  # phased scenarios: every phase twice, so the first phase's return is a phase change too
 TICK_S = 1.0
 REFERENCES = ("default", ORACLE)  # always run: every score is taken against them
@@ -134,7 +134,7 @@ def run_pair(scenario: str, policy: str, seed: int = 0, duration: float | None =
                 changes[pci].append(t)
                 last_itr[pci] = itr
     sim = host.sim
-    elapsed = round(sim.t, 6)  # 0.1-s steps add up to a hair off the whole second
+    elapsed = round(sim.t, 6)  # fractional steps add up to a hair off the whole second
     tally = sim.tally
     background = sum(vm.background_cpu for vm in spec.vms) * elapsed
     network_cpu = sum(sim.guest_cpu.values()) - background + sim.host_irq_cpu

@@ -83,7 +83,7 @@ class _Bar:
 @click.option("--objective", type=click.Choice(["throughput", "efficiency", "latency"]), default="throughput",
               show_default=True, help="What the oracle's best fixed ITR maximizes.")
 @click.option("--duration", type=float, default=None, metavar="SECONDS",
-              help="Simulated seconds per pair (default: the scenario's duration_s, else 900, "
+              help="Simulated seconds per pair (default: the scenario's duration_s, else 600, "
                    "or two full cycles for phased scenarios).")
 @click.option("--jobs", type=int, default=None, metavar="N", help="Worker processes (default: one per CPU).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")

@@ -10,7 +10,7 @@ The profile index starts at 1 (NET_DIM_DEF_PROFILE_CQE, ICE_DIM_DEFAULT_PROFILE_
 
 Where it runs: in the guest, per interrupt, on the driver's own ring counters (exact, never the
 host's 2-s VF counter refresh). GuestNetDim takes the place of ixgbevf's adaptive ITR in the
-simulated guest (bench/guest.py feeds it every simulator step, 0.1 s): each step it ends the
+simulated guest (bench/groundtruth.py feeds it every simulator step, 0.25 s): each step it ends the
 measurement that 64 events completed and decides, and the profile is applied at once, as
 the driver's work item does. One vector carries a VF's rx and tx rings on the 82599, so DIM
 counts both rings' packets and bytes.
