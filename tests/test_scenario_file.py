@@ -266,7 +266,7 @@ _tables = st.dictionaries(_keys, _scalars, max_size=6)
        vfs=st.lists(st.fixed_dictionaries({"phase": st.lists(_tables, max_size=3)}, optional={"guest": _scalars,
                                                                                             "port": _scalars}),
                     max_size=3))
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=150, deadline=None)
 def test_any_document_is_a_scenario_or_one_error_line(top, host, guests, vfs) -> None:
     text = "\n".join([*_pairs(top), "[host]", *_pairs(host)]
                      + [line for g in guests for line in ("[[guest]]", *_pairs(g))]
