@@ -79,7 +79,7 @@ class RunConfig:
     db: str = field(default_factory=paths.default_db)  # SQLite history file (and write journal)
     retention_h: float = 24.0  # hours of raw per-tick samples to keep
     rollup_days: float = 30.0  # days of 1-minute samples, events and decisions to keep
-    max_db_mb: float = 2048.0  # history file cap; the oldest rows go first beyond it
+    max_db_mb: float = 1900.0  # history file cap (< 2 GB); the oldest rows go first beyond it
     listen: str = DEFAULT_LISTEN  # API address HOST:PORT
     token_file: str | None = None  # default: `token` beside the history file
     log_level: str = "info"
