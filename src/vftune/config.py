@@ -13,6 +13,7 @@ from dataclasses import dataclass
 DEFAULT_LISTEN = "127.0.0.1:8740"
 DEFAULT_SCENARIO = "mixed-host"
 LOG_LEVELS = ("debug", "info", "warning", "error")
+LOG_FORMATS = ("text", "json")
 
 
 @dataclass(frozen=True)
@@ -64,6 +65,8 @@ class RunConfig:
     retention_h: float = 24.0  # hours of samples to keep
     listen: str = DEFAULT_LISTEN  # API address HOST:PORT
     log_level: str = "info"
+    log_format: str = "text"  # "json": one JSON object per line
+    config: str | None = None  # the config file these values were read with (rules come from it too)
 
     @property
     def libvirt(self) -> str | None:
@@ -88,3 +91,5 @@ class RunConfig:
                 raise ValueError(f"{option} {value}: must be positive")
         if self.log_level not in LOG_LEVELS:
             raise ValueError(f"--log-level {self.log_level!r}: choose from {', '.join(LOG_LEVELS)}")
+        if self.log_format not in LOG_FORMATS:
+            raise ValueError(f"--log-format {self.log_format!r}: choose from {', '.join(LOG_FORMATS)}")

@@ -221,6 +221,16 @@ class VfView:
     updated: float | None  # Unix seconds of the latest sample
     last_decision: str | None
     policy_state: Mapping[str, object]
+    # Added for operators: the VF's phase in one word (VF_STATES), its objective and the
+    # config rule that decided them (None = no rule matched).
+    state: str = "adaptive"
+    objective: str = "throughput"
+    rule: str | None = None
+
+
+# converged: holds a searched ITR; searching: a search runs; adaptive: the VF's own adaptive ITR;
+# excluded: a config rule keeps the agent off it; pinned: a fixed ITR (rule or --policy fixed).
+VF_STATES = ("converged", "searching", "adaptive", "excluded", "pinned")
 
 
 @dataclass(frozen=True)

@@ -12,14 +12,25 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from vftune.agent.costmodel import cliff_inputs
 from vftune.agent.costs import CostTracker
 from vftune.agent.hybrid import cliff_rate
-from vftune.agent.policy import PfController, PfControllerFactory, VfPolicy, VfPolicyFactory
+from vftune.agent.policy import (
+    DEFAULT_GOAL,
+    Excluded,
+    FixedItr,
+    GoalPolicyFactory,
+    PfController,
+    PfControllerFactory,
+    VfGoal,
+    VfPolicy,
+    VfPolicyFactory,
+)
 from vftune.agent.sampling import RateDeriver
 from vftune.hostdriver.base import HostDriver, HostError
+from vftune.itr import same_itr
 from vftune.model import (
     AgentView,
     Applied,
@@ -36,6 +47,7 @@ from vftune.model import (
     VfSample,
     VfView,
 )
+from vftune.rules import EMPTY, NO_RULE, ConfigFile, VfRule, VfTarget
 from vftune.store.db import Store
 
 log = logging.getLogger("vftune.agent")
@@ -59,6 +71,7 @@ class VfState:
     policy: str = ""
     policy_state: dict[str, Any] = field(default_factory=dict)
     last_decision: str | None = None
+    rule: VfRule = NO_RULE  # what the config file's rules say about this VF
 
 
 @dataclass
@@ -75,6 +88,22 @@ def _owner(guest: Guest | None) -> str | None:
     return None if guest is None else guest.uuid or guest.name
 
 
+def _vf_state(st: VfState | None) -> str:
+    """The VF's phase in one word (model.VF_STATES)."""
+    if st is None:
+        return "adaptive"
+    if st.rule.state is not None:
+        return st.rule.state
+    if st.policy.startswith("fixed"):
+        return "pinned"
+    phase = st.policy_state.get("phase")
+    if phase == "probing":
+        return "searching"
+    if phase == "holding" or st.itr != 0:
+        return "converged"
+    return "adaptive"
+
+
 class Agent:
     def __init__(
         self,
@@ -84,6 +113,7 @@ class Agent:
         pf_controller: PfControllerFactory,
         config: AgentConfig | None = None,
         wall_offset: float | None = None,
+        rules: ConfigFile | None = None,
     ) -> None:
         self.host = host
         self.store = store
@@ -108,6 +138,7 @@ class Agent:
         self.costs = CostTracker()
         self._refresh_reason: str | None = None
         self._guest_of: dict[str, str] = {}
+        self.rules = rules or EMPTY  # the config file's [[rule]]s; set_rules() swaps them
         # Only a flag is set on the notifying thread; the tick does the re-read.
         host.add_inventory_listener(lambda: self.request_refresh("host reported a guest or VF change"))
 
@@ -145,6 +176,8 @@ class Agent:
             fresh=s.fresh if s else None, updated=self.wall(s.t) if s else None,
             last_decision=st.last_decision if st else None,
             policy_state=dict(st.policy_state) if st else {},
+            state=_vf_state(st), objective=st.rule.objective if st else NO_RULE.objective,
+            rule=st.rule.source if st else None,
         )
 
     @staticmethod
@@ -160,6 +193,28 @@ class Agent:
 
     # -- inventory ----------------------------------------------------------
 
+    def set_rules(self, rules: ConfigFile) -> None:
+        """New rules (a SIGHUP reload): applied on the next tick's inventory refresh."""
+        self.rules = rules
+        self.request_refresh(f"config reloaded from {rules.path}")
+
+    def _rule_for(self, pf: PfInfo, vf: VfInfo) -> VfRule:
+        return self.rules.rule_for(VfTarget(vf=vf.pci, pf=pf.name, pf_pci=pf.pci,
+                                            guest=vf.guest.name if vf.guest else None))
+
+    def _new_policy(self, pci: str, rule: VfRule) -> VfPolicy:
+        """The VF's policy: the rule's pin or exclusion, else the configured policy for its goal."""
+        if rule.exclude:
+            return Excluded()
+        if rule.pin_itr is not None:
+            return FixedItr(rule.pin_itr)
+        goal = VfGoal(rule.objective, rule.max_interval_us)
+        if goal == DEFAULT_GOAL:
+            return self._vf_policy_factory(pci, self.caps)
+        # A goal other than the default comes from a config rule; `vftune run` builds its
+        # factories with vftune.agent.policies, which take one.
+        return cast(GoalPolicyFactory, self._vf_policy_factory)(pci, self.caps, goal)
+
     def request_refresh(self, reason: str) -> None:
         """Ask for an inventory refresh on the next tick (a libvirt hook or event said so)."""
         self._refresh_reason = reason
@@ -170,18 +225,28 @@ class Agent:
         inv = self.host.inventory()
         t = self.wall(self.host.now())
         handed_back: list[str] = []
+        excluded_back: list[str] = []
+        pinned: list[tuple[str, int]] = []
         with self.lock:
             before = {vf.pci: vf.guest for vf in self.inventory.vfs()}
             self.inventory = inv
             self._guest_of = {vf.pci: vf.guest.name for vf in inv.vfs() if vf.guest is not None}
-            for vf in inv.vfs():
-                changed = vf.pci in before and _owner(before[vf.pci]) != _owner(vf.guest)
-                if vf.pci not in self._policies or changed:
-                    if changed and self.vfs[vf.pci].itr != 0:
-                        handed_back.append(vf.pci)
-                    policy = self._vf_policy_factory(vf.pci, self.caps)
-                    self._policies[vf.pci] = policy
-                    self.vfs[vf.pci] = VfState(policy=policy.name, itr=self.vfs[vf.pci].itr if changed else 0)
+            for pf_info in inv.pfs:
+                for vf in pf_info.vfs:
+                    rule = self._rule_for(pf_info, vf)
+                    changed = vf.pci in before and _owner(before[vf.pci]) != _owner(vf.guest)
+                    ruled = vf.pci in self.vfs and self.vfs[vf.pci].rule != rule
+                    if vf.pci not in self._policies or changed or ruled:
+                        itr = self.vfs[vf.pci].itr if vf.pci in self.vfs else 0
+                        if rule.exclude and itr != 0:
+                            excluded_back.append(vf.pci)  # undo the agent's own write, then hands off
+                        elif changed and itr != 0 and rule.pin_itr is None:
+                            handed_back.append(vf.pci)
+                        policy = self._new_policy(vf.pci, rule)
+                        self._policies[vf.pci] = policy
+                        self.vfs[vf.pci] = VfState(policy=policy.name, itr=itr, rule=rule)
+                    if rule.pin_itr is not None and not same_itr(self.vfs[vf.pci].itr, rule.pin_itr):
+                        pinned.append((vf.pci, rule.pin_itr))
             for pf in inv.pfs:
                 if pf.name not in self._controllers:
                     ctl = self._pf_controller_factory(pf.name, self.caps)
@@ -195,6 +260,12 @@ class Agent:
         for pci in handed_back:
             owner = _owner(before[pci]) or "no guest"
             decisions.append(self._apply_itr(pci, ItrDecision(0, f"owner changed (was {owner}): back to adaptive"), t))
+        for pci in excluded_back:
+            reason = f"excluded by {self.vfs[pci].rule.source}: back to adaptive, then left alone"
+            decisions.append(self._apply_itr(pci, ItrDecision(0, reason), t))
+        # A pin takes effect at once, not on the next sample.
+        for pci, itr in pinned:
+            decisions.append(self._apply_itr(pci, ItrDecision(itr, f"pinned by {self.vfs[pci].rule.source}: {itr}/s"), t))
         if self.store is not None:
             self.store.record_inventory(inv, t)
         return decisions
@@ -300,7 +371,9 @@ class Agent:
     @staticmethod
     def _log_applied(a: Applied, reason: str) -> None:
         if a.ok:
-            log.info("%s %s: %s -> %s (%s)", a.target, a.setting, a.old, a.applied, reason)
+            # Each probe of a search is detail (a search is ~15 of them); its start and end are not.
+            level = logging.DEBUG if reason.startswith("probe") else logging.INFO
+            log.log(level, "%s %s: %s -> %s (%s)", a.target, a.setting, a.old, a.applied, reason)
         else:
             log.warning("%s %s: could not set %s: %s", a.target, a.setting, a.requested, a.error)
 
@@ -308,9 +381,10 @@ class Agent:
 
     def start(self, detail: str = "") -> None:
         self.detail = detail
-        self.refresh_inventory()
+        decisions = self.refresh_inventory()  # pins from config rules are set here, at once
         if self.store is not None:
             self._run_id = self.store.start_run(self.wall(self.host.now()), self.host.name, detail)
+            self.store.record_decisions(decisions)
         # First snapshot only primes the rate deriver.
         self.tick()
 

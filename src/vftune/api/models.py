@@ -105,6 +105,9 @@ class VfOut(ViewModel):
     fresh: bool | None
     updated: float | None
     last_decision: str | None
+    state: str = Field(description="converged, searching, adaptive (the VF's own ITR), excluded or pinned")
+    objective: str = Field(description="throughput, efficiency or latency (from a config rule)")
+    rule: str | None = Field(description="the config rule that matched this VF; null: none")
 
 
 class VfDetail(VfOut):

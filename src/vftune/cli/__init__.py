@@ -15,6 +15,7 @@ COMMAND_MODULES = [
     "sim",
     "hook",
     "bench",
+    "config",
 ]
 
 

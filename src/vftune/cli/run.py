@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from vftune.cli.common import fail
-from vftune.config import DEFAULT_SCENARIO, LOG_LEVELS, Listen, RunConfig
+from vftune.cli.config import config_option
+from vftune.config import DEFAULT_SCENARIO, LOG_FORMATS, LOG_LEVELS, Listen, RunConfig
 
 if TYPE_CHECKING:
     from vftune.hostdriver.base import HostDriver
@@ -72,6 +73,9 @@ def _open_host(config: RunConfig) -> HostDriver:
 @click.option("--libvirt-uri", default=DEFAULTS.libvirt_uri, show_default=True,
               help="libvirt connection for guest ownership (linux backend); 'none' to skip.")
 @click.option("--log-level", type=click.Choice(LOG_LEVELS), default=DEFAULTS.log_level, show_default=True)
+@click.option("--log-format", type=click.Choice(LOG_FORMATS), default=DEFAULTS.log_format, show_default=True,
+              help="text (no timestamps under journald, a syslog priority per line) or json.")
+@config_option
 def command(**options: Any) -> None:
     """Run the agent and its API until stopped; every value it wrote is restored on stop."""
     run(RunConfig(**options))
@@ -81,14 +85,15 @@ def run(config: RunConfig) -> None:
     """Everything `vftune run` does, from a validated config to a clean stop."""
     import uvicorn
 
+    from vftune import rules
     from vftune.agent.loop import Agent, AgentConfig
     from vftune.agent.policies import PolicyError, pf_controller, vf_policy
     from vftune.api.app import create_app
+    from vftune.logsetup import setup_logging
     from vftune.sim.scenarios import SCENARIOS
     from vftune.store.db import Store, StoreError, check_writable
 
-    logging.basicConfig(level=config.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-                        stream=sys.stderr)
+    setup_logging(config.log_level, config.log_format)
     # Everything that can be wrong with the arguments is found before anything is created.
     try:
         address = config.address()
@@ -96,6 +101,10 @@ def run(config: RunConfig) -> None:
         config.validate(list(SCENARIOS))
     except ValueError as exc:
         fail(str(exc), 2)
+    try:
+        file_rules = rules.load(config.config) if config.config else rules.EMPTY
+    except rules.ConfigError as exc:
+        fail(str(exc.problems[0]), 2)
     problem = check_writable(config.db)
     if problem:
         fail(problem, 2)
@@ -109,7 +118,7 @@ def run(config: RunConfig) -> None:
     try:
         host = _open_host(config)
         agent = Agent(host, store, policy_factory, pf_factory,
-                      AgentConfig(interval=config.interval, retention=config.retention_h * 3600))
+                      AgentConfig(interval=config.interval, retention=config.retention_h * 3600), rules=file_rules)
         agent.start(config.detail)
     except PolicyError as exc:
         store.close()
@@ -132,6 +141,8 @@ def run(config: RunConfig) -> None:
     # handlers in place before it: ours, so a signal always ends in the clean stop below.
     signal.signal(signal.SIGTERM, request_stop)
     signal.signal(signal.SIGINT, request_stop)
+    if config.config:
+        signal.signal(signal.SIGHUP, lambda *_: reload_rules(agent, config.config or ""))
     crashed: list[BaseException] = []
 
     def run_agent() -> None:
@@ -162,3 +173,18 @@ def run(config: RunConfig) -> None:
         store.close()
         log.info("stopped; restored %d setting(s)", len(restored))
     sys.exit(1 if crashed else 0)
+
+
+def reload_rules(agent: Any, path: str) -> None:
+    """SIGHUP: re-read the config file's rules; a file with problems is refused and the rules in
+    force are kept. [run] options are read at start only (a restart applies them)."""
+    from vftune import rules
+
+    try:
+        new = rules.load(path)
+    except rules.ConfigError as exc:
+        for p in exc.problems:
+            log.error("config reload refused, keeping the rules in force: %s", p)
+        return
+    log.info("config reloaded from %s: %d rule(s); [run] options apply on restart", path, len(new.rules))
+    agent.set_rules(new)
