@@ -9,8 +9,8 @@ import time
 
 import httpx
 import pytest
-from conftest import VFTUNE, start_agent
 
+from conftest import VFTUNE, start_agent
 from vftune.agent.loop import Agent
 from vftune.agent.policies import pf_controller, vf_policy
 from vftune.cli import run as run_cli

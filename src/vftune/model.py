@@ -166,6 +166,7 @@ class PfSample:
     rx_pps: float
     rx_bps: float
     mode: str  # mode in force now
+    switches: int | None = None  # DE/NAPI switches the driver counted (patched driver), None: not shown
 
 
 @dataclass(frozen=True)
@@ -250,6 +251,10 @@ class PfView:
     rx_pps: float | None
     rx_bps: float | None
     last_decision: str | None
+    # Added for operators: what the port runs at this moment ("de" or "napi" even when `mode` is
+    # "hybrid", as the driver reports it) and how often it switched between them.
+    mode_now: str | None = None
+    switches: int | None = None
 
 
 @dataclass(frozen=True)

@@ -88,6 +88,14 @@ def _owner(guest: Guest | None) -> str | None:
     return None if guest is None else guest.uuid or guest.name
 
 
+def _switches(s: PfSample | None, st: PfState | None) -> int | None:
+    """DE/NAPI switches: the driver's count when it switches itself, else the agent's controller's."""
+    if s is not None and s.switches is not None:
+        return s.switches
+    counted = st.controller_state.get("switches") if st else None
+    return counted if isinstance(counted, int) else None
+
+
 def _vf_state(st: VfState | None) -> str:
     """The VF's phase in one word (model.VF_STATES)."""
     if st is None:
@@ -189,6 +197,7 @@ class Agent:
             controller=st.controller if st else "", controller_state=dict(st.controller_state) if st else {},
             rx_pps=s.rx_pps if s else None, rx_bps=s.rx_bps if s else None,
             last_decision=st.last_decision if st else None,
+            mode_now=s.mode if s else None, switches=_switches(s, st),
         )
 
     # -- inventory ----------------------------------------------------------

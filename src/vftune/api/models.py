@@ -51,6 +51,8 @@ class PfOut(ViewModel):
     rx_pps: float | None
     rx_bps: float | None
     last_decision: str | None
+    mode_now: str | None = Field(description="de or napi: what the port runs now (mode may be hybrid)")
+    switches: int | None = Field(description="DE/NAPI switches since start")
 
     @field_validator("device_id", mode="before")
     @classmethod
