@@ -13,6 +13,7 @@ import subprocess
 import time
 
 import pytest
+
 from conftest import VFTUNE
 
 PHASES = re.compile(r"(converged|searching, step \d+ of \d+|searching|following its own adaptive ITR|"
