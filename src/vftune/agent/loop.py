@@ -7,6 +7,7 @@ on stop asks the driver to restore everything it changed.
 
 from __future__ import annotations
 
+import bisect
 import logging
 import threading
 import time
@@ -32,6 +33,7 @@ from vftune.agent.sampling import RateDeriver
 from vftune.hostdriver.base import HostDriver, HostError
 from vftune.itr import same_itr
 from vftune.model import (
+    TICK_BUCKETS,
     AgentView,
     Applied,
     Decision,
@@ -43,9 +45,11 @@ from vftune.model import (
     PfSample,
     PfView,
     SettingValue,
+    TickTimes,
     VfInfo,
     VfSample,
     VfView,
+    decision_cause,
 )
 from vftune.rules import EMPTY, NO_RULE, ConfigFile, VfRule, VfTarget
 from vftune.store.db import Store
@@ -72,6 +76,7 @@ class VfState:
     policy_state: dict[str, Any] = field(default_factory=dict)
     last_decision: str | None = None
     rule: VfRule = NO_RULE  # what the config file's rules say about this VF
+    totals: dict[str, float] = field(default_factory=dict)  # model.VF_TOTALS since start
 
 
 @dataclass
@@ -86,6 +91,14 @@ class PfState:
 
 def _owner(guest: Guest | None) -> str | None:
     return None if guest is None else guest.uuid or guest.name
+
+
+def _add_totals(totals: dict[str, float], s: VfSample) -> None:
+    """Counters since start from one sample's rates (model.VF_TOTALS)."""
+    for key, value in (("rx_bytes", s.rx_bps / 8), ("tx_bytes", s.tx_bps / 8), ("rx_packets", s.rx_pps),
+                       ("tx_packets", s.tx_pps), ("interrupts", s.interrupts_per_s)):
+        if value is not None:
+            totals[key] = totals.get(key, 0.0) + value * s.dt
 
 
 def _switches(s: PfSample | None, st: PfState | None) -> int | None:
@@ -147,6 +160,9 @@ class Agent:
         self._refresh_reason: str | None = None
         self._guest_of: dict[str, str] = {}
         self.rules = rules or EMPTY  # the config file's [[rule]]s; set_rules() swaps them
+        self._decision_counts: dict[tuple[str, str], int] = {}
+        self._tick_counts = [0] * (len(TICK_BUCKETS) + 1)
+        self._tick_sum = 0.0
         # Only a flag is set on the notifying thread; the tick does the re-read.
         host.add_inventory_listener(lambda: self.request_refresh("host reported a guest or VF change"))
 
@@ -168,7 +184,8 @@ class Agent:
                 backend=self.host.name, detail=self.detail, started=self.started_wall,
                 interval_s=self.config.interval, ticks=self.ticks, last_tick_wall=self.last_tick_wall,
                 capabilities=self.caps, pfs=pfs, vfs=vfs, ignored=self.inventory.ignored,
-                cost_model=self.costs.report(),
+                cost_model=self.costs.report(), decisions=dict(self._decision_counts),
+                tick_times=TickTimes(tuple(self._tick_counts), self._tick_sum, sum(self._tick_counts)),
             )
 
     def _vf_view(self, vf: VfInfo, st: VfState | None) -> VfView:
@@ -185,7 +202,7 @@ class Agent:
             last_decision=st.last_decision if st else None,
             policy_state=dict(st.policy_state) if st else {},
             state=_vf_state(st), objective=st.rule.objective if st else NO_RULE.objective,
-            rule=st.rule.source if st else None,
+            rule=st.rule.source if st else None, totals=dict(st.totals) if st else {},
         )
 
     @staticmethod
@@ -282,6 +299,7 @@ class Agent:
     # -- one tick -----------------------------------------------------------
 
     def tick(self) -> None:
+        started = time.monotonic()
         decisions: list[Decision] = []
         if self._refresh_reason is not None or (self.ticks and self.ticks % self.config.inventory_every == 0):
             reason, self._refresh_reason = self._refresh_reason, None
@@ -312,12 +330,17 @@ class Agent:
                 if st is not None:
                     st.sample = s
                     st.policy_state = self._policies[s.pci].state()
+                    _add_totals(st.totals, s)
             for p in pf_samples:
                 if p.pf in self.pfs:
                     self.pfs[p.pf].sample = p
                     self.pfs[p.pf].controller_state = self._controllers[p.pf].state()
             self.ticks += 1
             self.last_tick_wall = time.time()
+            self._count_decisions(decisions)
+            took = time.monotonic() - started
+            self._tick_counts[bisect.bisect_left(TICK_BUCKETS, took)] += 1
+            self._tick_sum += took
         self.costs.add(vf_samples, self._guest_of)
         if self.ticks % self.config.fit_every == 0:
             self._refit_costs(pf_samples, now)
@@ -325,6 +348,11 @@ class Agent:
             self.store.record_tick(now, vf_samples, pf_samples, decisions)
             if self.ticks % self.config.prune_every == 0:
                 self.store.prune(now - self.config.retention)
+
+    def _count_decisions(self, decisions: list[Decision]) -> None:
+        for d in decisions:
+            key = (d.setting, decision_cause(d.reason))
+            self._decision_counts[key] = self._decision_counts.get(key, 0) + 1
 
     def _refit_costs(self, pf_samples: list[PfSample], t: float) -> None:
         fit = self.costs.refit()
@@ -394,6 +422,8 @@ class Agent:
         if self.store is not None:
             self._run_id = self.store.start_run(self.wall(self.host.now()), self.host.name, detail)
             self.store.record_decisions(decisions)
+        with self.lock:
+            self._count_decisions(decisions)
         # First snapshot only primes the rate deriver.
         self.tick()
 
@@ -422,6 +452,7 @@ class Agent:
         with self.lock:
             for st in self.vfs.values():
                 st.itr = 0
+            self._count_decisions(decisions)
         if self.store is not None:
             self.store.record_decisions(decisions)
             if self._run_id is not None:

@@ -9,12 +9,11 @@ from __future__ import annotations
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from prometheus_client import CollectorRegistry
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from vftune import __version__
 from vftune.api.deps import AgentHandle, BadParameter
-from vftune.api.metrics import AgentCollector
+from vftune.api.metrics import build_registry
 from vftune.api.routers import events, history, state
 from vftune.store.db import Store
 
@@ -45,8 +44,7 @@ def create_app(agent: AgentHandle, store: Store | None) -> FastAPI:
     )
     app.state.agent = agent
     app.state.store = store
-    app.state.registry = CollectorRegistry()
-    app.state.registry.register(AgentCollector(agent.view))
+    app.state.registry = build_registry(agent.view)
     app.add_exception_handler(BadParameter, _bad_parameter)
     app.add_exception_handler(RequestValidationError, _invalid)
     app.add_exception_handler(StarletteHTTPException, _http_error)

@@ -140,8 +140,7 @@ def render(state: dict[str, Any], width: int) -> RenderableType:
                              else "right", no_wrap=True, overflow="ellipsis")
         for vf in by_pf.get(pf["name"], []):
             cells = {
-                "VF": vf["pci"].removeprefix("0000:") if narrow else vf["pci"],
-                "guest": vf["guest"] or "-", "ITR": itr(vf["itr"]),
+                "VF": vf["pci"], "guest": vf["guest"] or "-", "ITR": itr(vf["itr"]),
                 "rx": rate(vf["rx_bps"], "b/s"), "rx pkts": rate(vf["rx_pps"], "p/s"), "tx": rate(vf["tx_bps"], "b/s"),
                 "interrupts": rate(vf["interrupts_per_s"], "/s"), "CPU": cpu(vf["guest_cpu"]), "phase": phase(vf, narrow),
                 "objective": vf.get("objective") or "", "last decision": vf["last_decision"] or "",
