@@ -12,9 +12,10 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from vftune import __version__
+from vftune.api import docs
 from vftune.api.deps import AgentHandle, BadParameter
 from vftune.api.metrics import build_registry
-from vftune.api.routers import events, history, state
+from vftune.api.routers import events, history, page, state
 from vftune.store.db import Store
 
 
@@ -41,6 +42,7 @@ def create_app(agent: AgentHandle, store: Store | None) -> FastAPI:
         title="vftune",
         version=__version__,
         description="Interrupt moderation tuning for SR-IOV VFs passed through to KVM guests.",
+        docs_url=None, redoc_url=None,  # docs.include serves them without a CDN
     )
     app.state.agent = agent
     app.state.store = store
@@ -50,4 +52,6 @@ def create_app(agent: AgentHandle, store: Store | None) -> FastAPI:
     app.add_exception_handler(StarletteHTTPException, _http_error)
     for router in (state.router, history.router, events.router):
         app.include_router(router)
+    app.include_router(page.router)
+    docs.include(app)
     return app
