@@ -23,22 +23,23 @@ from vftune.svg import Axis, Band, Series, chart, si
 
 router = APIRouter()
 
-WINDOW_S = 3600.0
-POINTS = 240  # per chart: a bucket of 15 s over the hour
+WINDOW_S = 3600.0  # the longest history shown
+MIN_WINDOW_S = 300.0  # a young agent's charts span its life, but no less than this
+POINTS = 240  # per chart at most: a bucket of 15 s over the hour
 
 STYLE = """
 body{font-family:system-ui,sans-serif;margin:1em 2em;color:#222;background:#fff}
 h1{font-size:1.4em;margin:0 0 .2em}h2{font-size:1.1em;margin:1.4em 0 .3em;border-bottom:1px solid #ccc}
 h3{font-size:.95em;margin:.8em 0 .2em}.muted{color:#666}.now{font-weight:bold;color:#0072B2}
 table{border-collapse:collapse;font-size:.85em}td,th{padding:2px 8px;text-align:left}
-td.n{text-align:right;font-variant-numeric:tabular-nums}tr:nth-child(even){background:#f6f6f6}
+td.n{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}tr:nth-child(even){background:#f6f6f6}
 .charts{display:flex;flex-wrap:wrap;gap:4px}svg.chart{font-family:system-ui,sans-serif;background:#fff}
 nav a{margin-right:1em}
 """
 
 
-def _minutes(now: float) -> Axis:
-    return Axis("minutes ago", fmt=lambda v: f"{-v:.0f}", lo=-WINDOW_S / 60, hi=0.0)
+def _minutes(span_s: float) -> Axis:
+    return Axis("minutes ago", fmt=lambda v: f"{-v:.0f}", lo=-span_s / 60, hi=0.0)
 
 
 def _x(t: float, now: float) -> float:
@@ -80,16 +81,16 @@ def _pf_header(pf: PfView) -> str:
             f'<span class="muted">({escape(", ".join(detail))})</span></h2>')
 
 
-def _pf_chart(pf: PfView, rows: list[dict[str, Any]], now: float, bucket_s: float) -> str:
+def _pf_chart(pf: PfView, rows: list[dict[str, Any]], now: float, span_s: float, bucket_s: float) -> str:
     points = [(_x(r["t"], now), r["rx_pps"]) for r in rows]
     bands = [Band(_x(r["t"] - bucket_s, now), _x(r["t"], now), "NAPI") for r in rows if r["napi_share"] >= 0.5]
-    return chart([Series("rx packets/s", points)], _minutes(now), Axis("packets/s", fmt=lambda v: si(v)),
+    return chart([Series("rx packets/s", points)], _minutes(span_s), Axis("packets/s", fmt=lambda v: si(v)),
                  f"{pf.name}: received packets/s (shaded: NAPI, else DE)", width=720, height=190, bands=bands,
                  css_class="chart pf-chart")
 
 
-def _vf_charts(vf: VfView, rows: list[dict[str, Any]], now: float) -> str:
-    x = _minutes(now)
+def _vf_charts(vf: VfView, rows: list[dict[str, Any]], now: float, span_s: float) -> str:
+    x = _minutes(span_s)
     itr = [(_x(r["t"], now), float(r["itr"]) if r["itr"] else float("nan")) for r in rows]
     bps = [(_x(r["t"], now), r["throughput_bps"]) for r in rows]
     ints = [(_x(r["t"], now), r["interrupts_per_s"] if r["interrupts_per_s"] is not None else float("nan"))
@@ -136,11 +137,13 @@ def _decisions(rows: list[dict[str, Any]]) -> str:
 
 
 def render(view: AgentView, db: Store | None, now: float) -> str:
-    since = now - WINDOW_S
-    bucket_s = max(view.interval_s, WINDOW_S / POINTS)
+    # The host's clock and the wall agree at start (Agent.wall), so this is the agent's age in host time.
+    span_s = min(WINDOW_S, max(MIN_WINDOW_S, now - view.started))
+    since = now - span_s
+    bucket_s = max(view.interval_s, span_s / POINTS)
     vf_rows = vf_series(db, since, now, bucket_s) if db else {}
     pf_rows = pf_series(db, since, now, bucket_s) if db else {}
-    decisions = db.decisions(None, since, now, 40) if db else []
+    decisions = db.decisions(None, now - WINDOW_S, now, 40) if db else []
     parts = [
         "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\">",
         '<meta http-equiv="refresh" content="30"><meta name="viewport" content="width=device-width">',
@@ -154,11 +157,11 @@ def render(view: AgentView, db: Store | None, now: float) -> str:
         parts.append(f'<p class="muted">missing: {escape(line)}</p>')
     for pf in view.pfs:
         vfs = [vf for vf in view.vfs if vf.pf == pf.name]
-        parts += [_pf_header(pf), _pf_chart(pf, pf_rows.get(pf.name, []), now, bucket_s), _vf_table(vfs)]
+        parts += [_pf_header(pf), _pf_chart(pf, pf_rows.get(pf.name, []), now, span_s, bucket_s), _vf_table(vfs)]
         for vf in vfs:
             parts.append(f'<h3 id="vf-{escape(vf.pci)}">{escape(vf.pci)} {escape(vf.guest or "(no guest)")} '
                          f'<span class="muted">&mdash; {escape(_vf_phase(vf))}, ITR {_itr_text(vf.itr)}</span></h3>')
-            parts.append(f'<div class="charts">{_vf_charts(vf, vf_rows.get(vf.pci, []), now)}</div>')
+            parts.append(f'<div class="charts">{_vf_charts(vf, vf_rows.get(vf.pci, []), now, span_s)}</div>')
     parts += ['<h2 id="decisions">Decisions in the last hour (newest first)</h2>', _decisions(decisions),
               "</body></html>"]
     return "".join(parts)
@@ -166,4 +169,6 @@ def render(view: AgentView, db: Store | None, now: float) -> str:
 
 @router.get("/", response_class=HTMLResponse, include_in_schema=False)
 def status_page(handle: AgentHandle = Depends(agent), db: Store | None = Depends(store)) -> HTMLResponse:
-    return HTMLResponse(render(handle.view(), db, handle.wall_now()))
+    # No script at all, and nothing from elsewhere: the policy says so to the browser too.
+    return HTMLResponse(render(handle.view(), db, handle.wall_now()),
+                        headers={"Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'; img-src 'self'"})
