@@ -89,4 +89,6 @@ def setup_logging(level: str, log_format: str = "text", stream: IO[str] | None =
     for old in list(root.handlers):
         root.removeHandler(old)
     root.addHandler(handler)
-    root.setLevel(level.upper())
+    # --log-level is vftune's own detail; libraries (asyncio, uvicorn, httpx) speak from WARNING.
+    root.setLevel(logging.WARNING)
+    logging.getLogger("vftune").setLevel(level.upper())
