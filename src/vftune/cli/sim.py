@@ -31,7 +31,9 @@ def list_scenarios() -> None:
 @click.option("--time", "at", type=click.FloatRange(min=0), default=0.0, show_default=True,
               help="Simulated second whose phase to sweep (phase-change scenario).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
-def sweep_command(scenario: str, seed: int, at: float, as_json: bool) -> None:
+@click.option("--plot", type=click.Path(dir_okay=False, writable=True), default=None, metavar="FILE.svg",
+              help="Also draw throughput and CPU against ITR into this SVG file.")
+def sweep_command(scenario: str, seed: int, at: float, as_json: bool, plot: str | None) -> None:
     """Steady state with every guest VF fixed at each ITR of a log-spaced grid.
 
     throughput_bps is rx + tx as the VF counters count it, summed over the guest VFs; cpu is the
@@ -42,6 +44,15 @@ def sweep_command(scenario: str, seed: int, at: float, as_json: bool) -> None:
     from vftune.sim.sweep import sweep
 
     result = sweep(scenario, seed=seed, t=at)
+    if plot:
+        from vftune.sim.sweep_plot import sweep_svg
+
+        try:
+            with open(plot, "w", encoding="utf-8") as out:
+                out.write(sweep_svg(result, f"{scenario} (seed {seed})"))
+        except OSError as exc:
+            fail(f"--plot {plot}: cannot write: {exc.strerror}", 2)
+        click.echo(f"wrote {plot}", err=True)
     if as_json:
         click.echo(json.dumps(result))
         return
