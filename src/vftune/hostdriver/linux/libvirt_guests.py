@@ -9,10 +9,10 @@ libvirt-python is imported lazily so that the simulator never needs it.
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import os
 import threading
+import time
 import xml.etree.ElementTree as ET
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -305,17 +305,24 @@ class GuestDirectory:
     # -- optional actuator: the guest's own ethtool through the QEMU guest agent ----
 
     def agent_set_rx_usecs(self, guest: str, ifname: str, usecs: int, timeout_s: int = 2) -> None:
+        """Run the guest's `ethtool -C` and wait for its exit status (a refusal raises HostError).
+
+        Kept for LinuxHost's guest_agent_itr map until the backend uses GuestAgentActuator
+        (guest_agent/), which also finds the interface, reads back and never blocks the tick."""
+        from vftune.hostdriver.linux.guest_agent.protocol import AgentError, LibvirtChannel, guest_exec
+
         libvirt = self._libvirt
         conn = self._conn
         if libvirt is None or conn is None:
             raise HostError(f"guest {guest}: libvirt {self.uri} is not connected")
-        import libvirt_qemu
-
-        cmd = {"execute": "guest-exec", "arguments": {
-            "path": "ethtool", "arg": ["-C", ifname, "rx-usecs", str(usecs)], "capture-output": True}}
+        what = f"guest {guest}: guest agent ethtool -C {ifname} rx-usecs {usecs}"
         try:
-            dom = conn.lookupByName(guest)
-            libvirt_qemu.qemuAgentCommand(dom, json.dumps(cmd), timeout_s, 0)
+            channel = LibvirtChannel(conn.lookupByName(guest), guest)
+            done = guest_exec(channel, "ethtool", ["-C", ifname, "rx-usecs", str(usecs)],
+                              time.monotonic() + timeout_s, call_timeout_s=timeout_s)
         except libvirt.libvirtError as exc:
-            raise HostError(f"guest {guest}: guest agent ethtool -C {ifname} rx-usecs {usecs}: "
-                            f"{exc.get_error_message() or exc}") from None
+            raise HostError(f"{what}: {exc.get_error_message() or exc}") from None
+        except AgentError as exc:
+            raise HostError(f"{what}: {str(exc).removeprefix(f'guest {guest}: ')}") from None
+        if not done.ok:
+            raise HostError(f"{what}: {done.failure()}")
