@@ -22,11 +22,7 @@ def vf_series(store: Store, since: float, until: float, bucket_s: float) -> dict
         " FROM samples WHERE t >= ? AND t <= ? GROUP BY pci, b ORDER BY pci, b",
         (since, bucket_s, since, until),
     )
-    out: dict[str, list[dict[str, Any]]] = {}
-    for r in rows:
-        out.setdefault(r.pop("pci"), []).append(r)
-        r.pop("b")
-    return out
+    return _grouped(rows, "pci")
 
 
 def pf_series(store: Store, since: float, until: float, bucket_s: float) -> dict[str, list[dict[str, Any]]]:
@@ -37,8 +33,13 @@ def pf_series(store: Store, since: float, until: float, bucket_s: float) -> dict
         " AVG(mode = 'napi') AS napi_share FROM pf_samples WHERE t >= ? AND t <= ? GROUP BY pf, b ORDER BY pf, b",
         (since, bucket_s, since, until),
     )
+    return _grouped(rows, "pf")
+
+
+def _grouped(rows: list[dict[str, Any]], key: str) -> dict[str, list[dict[str, Any]]]:
+    """Rows by `key`, each without its key and bucket number; order kept."""
     out: dict[str, list[dict[str, Any]]] = {}
     for r in rows:
-        out.setdefault(r.pop("pf"), []).append(r)
+        out.setdefault(r.pop(key), []).append(r)
         r.pop("b")
     return out
