@@ -235,3 +235,15 @@ def test_status_json_carries_state_and_objective(shared_sim_agent):
     assert all(vf["state"] in ("converged", "searching", "adaptive", "excluded", "pinned") for vf in vfs)
     assert {vf["objective"] for vf in vfs} == {"throughput"}
     assert {"searching", "converged"} & {vf["state"] for vf in vfs}
+
+
+def test_sighup_without_a_config_file_keeps_the_agent_running(tmp_path):
+    agent = start_agent(tmp_path, "--sim", "paper-3vm", "--speed", "50")
+    try:
+        agent.wait_ticks(2)
+        agent.proc.send_signal(signal.SIGHUP)
+        _wait_for(lambda: "no config file at" in agent.log.read_text(), "no warning logged", agent)
+        ticks = httpx.get(f"{agent.url}/healthz").json()["ticks"]
+        agent.wait_ticks(ticks + 2)
+    finally:
+        assert agent.stop() == 0, "stopped cleanly by SIGTERM, not ended by SIGHUP"

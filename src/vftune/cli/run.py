@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import errno
 import logging
+import os
 import signal
 import socket
 import sys
@@ -141,8 +142,9 @@ def run(config: RunConfig) -> None:
     # handlers in place before it: ours, so a signal always ends in the clean stop below.
     signal.signal(signal.SIGTERM, request_stop)
     signal.signal(signal.SIGINT, request_stop)
-    if config.config:
-        signal.signal(signal.SIGHUP, lambda *_: reload_rules(agent, config.config or ""))
+    # SIGHUP (systemctl reload) re-reads the rules; never the default action, which would end the
+    # agent without restoring anything.
+    signal.signal(signal.SIGHUP, lambda *_: reload_rules(agent, config.config or rules.DEFAULT_PATH))
     crashed: list[BaseException] = []
 
     def run_agent() -> None:
@@ -180,6 +182,9 @@ def reload_rules(agent: Any, path: str) -> None:
     force are kept. [run] options are read at start only (a restart applies them)."""
     from vftune import rules
 
+    if not os.path.exists(path):
+        log.warning("SIGHUP: no config file at %s to reload; the rules in force are kept", path)
+        return
     try:
         new = rules.load(path)
     except rules.ConfigError as exc:
