@@ -22,10 +22,11 @@ import fnmatch
 import math
 import tomllib
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from vftune.config import RunConfig
 from vftune.itr import ITR_MAX_RATE, ITR_MIN_RATE
 
 DEFAULT_PATH = "/etc/vftune/vftune.toml"
@@ -36,25 +37,24 @@ RULE_KEYS = ("match", "objective", "max_interval_us", "pin_itr", "exclude")
 # The 82599's interval field: 2..1022 us.
 MAX_INTERVAL_US_RANGE = (2.0, 1022.0)
 
-# `vftune run` options by long name: (RunConfig field, type). Kept beside the run command's
-# click options; tests/test_config_file.py checks that the two agree.
-RUN_OPTIONS: dict[str, tuple[str, type]] = {
-    "sim": ("sim", str),
-    "speed": ("speed", float),
-    "seed": ("seed", int),
-    "for": ("run_for", float),
-    "db": ("db", str),
-    "listen": ("listen", str),
-    "interval": ("interval", float),
-    "policy": ("policy", str),
-    "pf-mode": ("pf_mode", str),
-    "retention": ("retention_h", float),
-    "sysfs-root": ("sysfs_root", str),
-    "procfs-root": ("procfs_root", str),
-    "libvirt-uri": ("libvirt_uri", str),
-    "log-level": ("log_level", str),
-    "log-format": ("log_format", str),
-}
+# RunConfig fields whose `vftune run` option has another long name than the field's.
+_LONG_NAMES = {"run_for": "for", "retention_h": "retention"}
+_TYPES = {"str": str, "float": float, "int": int, "bool": bool}
+
+
+def _run_options() -> dict[str, tuple[str, type]]:
+    """`vftune run` options by long name -> (RunConfig field, value type), from RunConfig itself,
+    so a new run option is a config key too (tests/test_config_file.py checks the CLI agrees)."""
+    options = {}
+    for f in fields(RunConfig):
+        if f.name == "config":
+            continue
+        kind = _TYPES.get(str(f.type).split("|")[0].strip(), object)  # object: any TOML value
+        options[_LONG_NAMES.get(f.name, f.name.replace("_", "-"))] = (f.name, kind)
+    return options
+
+
+RUN_OPTIONS = _run_options()
 
 
 @dataclass(frozen=True)
@@ -181,6 +181,8 @@ def _check_run(file: str, run: object, problems: list[Problem]) -> dict[str, Any
             problems.append(Problem(file, where, value, "expected a whole number"))
         elif kind is str and not isinstance(value, str):
             problems.append(Problem(file, where, value, "expected a string"))
+        elif kind is bool and not isinstance(value, bool):
+            problems.append(Problem(file, where, value, "expected true or false"))
         elif kind is float and value <= 0 and name in ("speed", "for", "interval", "retention"):
             problems.append(Problem(file, where, value, "must be positive"))
         else:
