@@ -9,6 +9,8 @@ import time
 
 import httpx
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from conftest import VFTUNE, start_agent
 from vftune.agent.loop import Agent
@@ -247,3 +249,33 @@ def test_sighup_without_a_config_file_keeps_the_agent_running(tmp_path):
         agent.wait_ticks(ticks + 2)
     finally:
         assert agent.stop() == 0, "stopped cleanly by SIGTERM, not ended by SIGHUP"
+
+
+_toml_scalar = st.one_of(st.integers(-10**6, 10**6), st.floats(allow_nan=False, allow_infinity=False), st.text(max_size=12),
+                         st.booleans())
+_keys = st.sampled_from(["interval", "policy", "for", "seed", "pf-mode", "match", "objective", "max_interval_us",
+                         "pin_itr", "exclude", "guest", "vf", "pf", "bogus"])
+_tables = st.dictionaries(_keys, st.one_of(_toml_scalar, st.dictionaries(_keys, _toml_scalar, max_size=3)), max_size=5)
+
+
+def _toml(value) -> str:
+    """A value as TOML: JSON's strings and numbers are TOML's; tables inline."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, dict):
+        return "{ " + ", ".join(f"{json.dumps(k)} = {_toml(v)}" for k, v in value.items()) + " }"
+    return json.dumps(value, ensure_ascii=False)
+
+
+@settings(max_examples=150, deadline=None)
+@given(run=_tables, rule_list=st.lists(_tables, max_size=4))
+def test_any_document_gives_a_config_or_named_problems_never_an_exception(run, rule_list):
+    text = "[run]\n" + "".join(f"{json.dumps(k)} = {_toml(v)}\n" for k, v in run.items())
+    for table in rule_list:
+        text += "[[rule]]\n" + "".join(f"{json.dumps(k)} = {_toml(v)}\n" for k, v in table.items())
+    config, problems = parse(text, "f.toml")
+    assert not [p for p in problems if p.key == "toml"], "the generator writes valid TOML"
+    assert all(str(p).startswith("f.toml: ") for p in problems)
+    if not problems:
+        assert len(config.rules) == len(rule_list)
+        config.rule_for(_target("0000:03:10.0", "web-1"))  # matching never fails on a clean config
