@@ -14,7 +14,16 @@ from vftune.svg import Axis, Band, Series, chart, document, si
 WIDTH = 720
 
 
-def sweep_svg(result: dict[str, Any], title: str) -> str:
+def sweep_svg(results: list[dict[str, Any]], seed: int) -> str:
+    """Every sweep's pair of charts, stacked in one SVG document."""
+    charts: list[str] = []
+    for result in results:
+        charts += _sweep_charts(result, f"{result['scenario']} (seed {seed})")
+    names = ", ".join(r["scenario"] for r in results)
+    return document(charts, WIDTH, f"{names}: throughput and CPU against ITR")
+
+
+def _sweep_charts(result: dict[str, Any], title: str) -> list[str]:
     points = result["points"]
     best = result.get("best_itr")
     bands = [Band(best / 1.03, best * 1.03, f"best ITR {best}/s", color="#cfe8d8")] if best else []
@@ -27,4 +36,4 @@ def sweep_svg(result: dict[str, Any], title: str) -> str:
                 x, Axis("% of host cores", fmt=lambda v: f"{v:.3g}%"),
                 f"{title}: CPU on network work against ITR", width=WIDTH, height=260, bands=bands,
                 css_class="chart sweep-cpu")
-    return document([throughput, cpu], WIDTH, f"{title}: throughput and CPU against ITR")
+    return [throughput, cpu]
