@@ -251,7 +251,8 @@ def test_sighup_without_a_config_file_keeps_the_agent_running(tmp_path):
         assert agent.stop() == 0, "stopped cleanly by SIGTERM, not ended by SIGHUP"
 
 
-_toml_scalar = st.one_of(st.integers(-10**6, 10**6), st.floats(allow_nan=False, allow_infinity=False), st.text(max_size=12),
+_text = st.text(st.characters(blacklist_categories=("Cc", "Cs")), max_size=12)  # TOML allows no control characters
+_toml_scalar = st.one_of(st.integers(-10**6, 10**6), st.floats(allow_nan=False, allow_infinity=False), _text,
                          st.booleans())
 _keys = st.sampled_from(["interval", "policy", "for", "seed", "pf-mode", "match", "objective", "max_interval_us",
                          "pin_itr", "exclude", "guest", "vf", "pf", "bogus"])

@@ -39,21 +39,24 @@ def test_promtool_finds_nothing_to_lint_in_a_live_scrape(scrape):
 
 
 def test_counters_in_base_units_and_the_itr_with_adaptive_apart(scrape, shared_sim_agent):
-    series = _series(scrape)
+    before = httpx.get(f"{shared_sim_agent.url}/v1/vfs").json()
+    series = _series(httpx.get(f"{shared_sim_agent.url}/metrics").text)
     vfs = httpx.get(f"{shared_sim_agent.url}/v1/vfs").json()
+    # A VF whose search moved it between adaptive and a set ITR during the scrape is left out.
+    steady = {a["pci"] for a, b in zip(before, vfs) if bool(a["itr"]) == bool(b["itr"])}
     for name in ("vftune_vf_receive_bytes_total", "vftune_vf_transmit_bytes_total", "vftune_vf_receive_packets_total",
                  "vftune_vf_transmit_packets_total", "vftune_vf_interrupts_total"):
         assert len(series[name]) == len(vfs), name
     busy = [line for line in series["vftune_vf_receive_bytes_total"] if float(line.split()[-1]) > 1e6]
     assert busy, "bytes, not a rate: a busy VF has counted megabytes after 40 ticks"
-    set_itr = {vf["pci"] for vf in vfs if vf["itr"]}
-    adaptive = {vf["pci"] for vf in vfs if not vf["itr"]}
+    set_itr = {vf["pci"] for vf in vfs if vf["itr"]} & steady
+    adaptive = {vf["pci"] for vf in vfs if not vf["itr"]} & steady
     itr_lines = series.get("vftune_vf_itr_interrupts_per_second", [])
-    assert {re.search(r'pci="([^"]+)"', line).group(1) for line in itr_lines} == set_itr
+    assert {re.search(r'pci="([^"]+)"', line).group(1) for line in itr_lines} & steady == set_itr
     assert all(float(line.split()[-1]) >= 956 for line in itr_lines), "no 0 standing for adaptive"
     flagged = {re.search(r'pci="([^"]+)"', line).group(1) for line in series["vftune_vf_itr_adaptive"]
                if line.endswith(" 1.0")}
-    assert flagged == adaptive
+    assert flagged & steady == adaptive and len(steady) >= len(vfs) - 2
     assert any('cause="probe",setting="itr"' in line for line in series["vftune_decisions_total"])
     assert len(series["vftune_pf_rx_mode"]) >= 4
     on = [line for line in series["vftune_pf_rx_mode"] if line.endswith(" 1.0")]

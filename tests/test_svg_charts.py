@@ -31,10 +31,11 @@ def test_sweep_plot_draws_throughput_and_cpu_against_itr(tmp_path):
         assert len(pts) == len(result["points"])
         assert all(b[0] > a[0] for a, b in zip(pts, pts[1:])), "ITR ascends left to right"
         assert c.findall(".//s:rect[@class='band']", NS), "the best ITR is marked"
-    # SVG y grows downwards: the throughput line's highest point is at the best ITR.
+    # SVG y grows downwards: the best ITR is drawn on the throughput line's plateau, within 2% of
+    # the 198-px plot's height of its highest point (the sweep's best may trade a tie for less CPU).
     tp = _points(charts[0].find(".//s:polyline", NS))
     best_i = [p["itr"] for p in result["points"]].index(result["best_itr"])
-    assert min(range(len(tp)), key=lambda i: tp[i][1]) == best_i
+    assert tp[best_i][1] <= min(y for _, y in tp) + 4
 
 
 def test_sweep_plot_to_an_unwritable_path_is_one_line_and_exit_2(tmp_path):

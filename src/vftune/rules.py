@@ -54,7 +54,8 @@ def _run_options() -> dict[str, tuple[str, type]]:
     return options
 
 
-RUN_OPTIONS = _run_options()
+# Options of `vftune run` that are not RunConfig fields: the CLI turns them into one.
+RUN_OPTIONS = {**_run_options(), "scenario-file": ("scenario_files", str)}
 
 
 @dataclass(frozen=True)
@@ -185,6 +186,8 @@ def _check_run(file: str, run: object, problems: list[Problem]) -> dict[str, Any
             problems.append(Problem(file, where, value, "expected true or false"))
         elif kind is float and value <= 0 and name in ("speed", "for", "interval", "retention"):
             problems.append(Problem(file, where, value, "must be positive"))
+        elif attr == "scenario_files":
+            values[attr] = (value,)  # click's multiple=True takes a sequence
         else:
             values[attr] = float(value) if kind is float else value
     return values

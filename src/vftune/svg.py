@@ -128,6 +128,10 @@ def chart(
     ys = [p[1] for s in series for p in s.points]
     x_lo, x_hi = _range(xs, x)
     y_lo, y_hi = _range(ys, y)
+    if not y.log and y.hi is None:  # up to the next labelled line, so a plateau does not hug the frame
+        t = _nice_ticks(y_lo, y_hi)
+        if len(t) >= 2 and t[-1] < y_hi:
+            y_hi = t[-1] + (t[1] - t[0])
     sx = _Scale(x_lo, x_hi, left, left + pw, x.log)
     sy = _Scale(y_lo, y_hi, top + ph, top, y.log)
     out = [f'<svg class="{css_class}" xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '

@@ -27,8 +27,17 @@ def semantic_problems(config: rules.ConfigFile) -> list[rules.Problem]:
 
     problems = []
     path = config.path or "<config>"
+    run_values = dict(config.run)
+    for scenario_file in run_values.pop("scenario_files", ()):
+        from vftune.sim.scenarios import ScenarioError, register_file
+
+        try:
+            run_values["sim"] = register_file(scenario_file)
+        except ScenarioError as exc:
+            problems.append(rules.Problem(path, "run.scenario-file", scenario_file, str(exc)))
+            return problems
     try:
-        run = RunConfig(**config.run)
+        run = RunConfig(**run_values)
         run.validate(list(SCENARIOS))
     except (ValueError, TypeError) as exc:
         problems.append(rules.Problem(path, "run", rules.MISSING, str(exc)))
