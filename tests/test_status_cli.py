@@ -16,7 +16,7 @@ import pytest
 
 from conftest import VFTUNE
 
-PHASES = re.compile(r"(converged|searching, step \d+ of \d+|searching|following its own adaptive ITR|"
+PHASES = re.compile(r"(converged|searching, step \d+ of \d+|searching \d+/\d+|searching|following its own adaptive ITR|"
                     r"own adaptive ITR|excluded by config|pinned)\s*$")
 
 
@@ -77,3 +77,29 @@ def test_status_watch_redraws_in_place_until_ctrl_c(shared_sim_agent):
     second = seen.index(b"CPU against adaptive ITR") + 1
     assert b"\x1b[1A" in seen[second:] and b"Traceback" not in seen
     assert os.waitstatus_to_exitcode(status) == 0
+
+
+def test_at_80_columns_a_searching_vf_with_a_long_guest_name_keeps_its_address_whole():
+    import io
+
+    from rich.console import Console
+
+    from vftune.cli.status import render
+
+    vf = {"pci": "0000:03:10.0", "pf": "enp3s0f0", "guest": "a-very-long-guest-name-indeed", "itr": 20345,
+          "rx_bps": 3.41e9, "rx_pps": 2.5e5, "tx_bps": 6.4e7, "interrupts_per_s": 11400.0, "guest_cpu": 1.15,
+          "state": "searching", "probes": 11, "expected_probes": 14, "objective": "latency", "last_decision": "x"}
+    pf = {"name": "enp3s0f0", "pci": "0000:03:00.0", "num_vfs": 1, "total_vfs": 63, "rx_pps": 1e5, "rx_bps": 1e9,
+          "mode": "hybrid", "mode_now": "napi", "switches": 3, "controller": "hybrid", "controller_state": {},
+          "napi_budget": 2, "last_decision": None}
+    host = {"backend": "sim", "detail": "scenario=x", "vf_count": 1, "interval_s": 1.0, "ticks": 10, "pfs": [pf],
+            "capabilities": {"itr_min": 956, "itr_max": 488281, "vf_itr": True, "missing": []},
+            "cost_model": {"saved_cpu_s_per_s": 0.05}}
+    out = io.StringIO()
+    Console(file=out, width=80).print(render({"host": host, "vfs": [vf]}, 80))
+    lines = out.getvalue().splitlines()
+    assert max(len(line) for line in lines) <= 80
+    row = next(line for line in lines if line.startswith("0000:03:10.0 "))
+    assert row.rstrip().endswith("searching 12/14") and "20.3 k/s" in row and "115%" in row
+    assert re.search(r"now NAPI,\s+3\s+DE/NAPI\s+switches", out.getvalue())
+    assert "5.0% of one CPU saved" in out.getvalue()

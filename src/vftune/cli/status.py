@@ -66,7 +66,8 @@ def phase(vf: dict[str, Any], short: bool = False) -> str:
     if state == "searching":
         probes, expected = vf.get("probes"), vf.get("expected_probes")
         if probes is not None and expected:
-            return f"searching, step {min(probes + 1, expected)} of {expected}"
+            step = min(probes + 1, expected)
+            return f"searching {step}/{expected}" if short else f"searching, step {step} of {expected}"
         return "searching"
     if state in ("converged", "pinned"):
         return str(state)
@@ -137,7 +138,8 @@ def render(state: dict[str, Any], width: int) -> RenderableType:
             columns += ["objective", "last decision"]
         for col in columns:
             table.add_column(col, justify="left" if col in ("VF", "guest", "phase", "objective", "last decision")
-                             else "right", no_wrap=True, overflow="ellipsis")
+                             else "right", no_wrap=True, overflow="ellipsis",
+                             max_width=10 if narrow and col == "guest" else None)
         for vf in by_pf.get(pf["name"], []):
             cells = {
                 "VF": vf["pci"], "guest": vf["guest"] or "-", "ITR": itr(vf["itr"]),
