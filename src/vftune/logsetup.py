@@ -4,7 +4,8 @@ On a terminal: a timestamp, the level, the logger. Under systemd (JOURNAL_STREAM
 stderr we write to) journald stamps every line itself, so a line carries no time but starts
 with its syslog priority, "<3>" .. "<7>", which journald reads as the line's priority
 (sd-daemon(3)); `journalctl -p warning` then shows warnings and errors only. --log-format json
-writes one JSON object per line for log shippers, under journald too.
+writes one JSON object per line for log shippers, under journald too. Every format escapes
+control characters in messages (logsafe), so a guest name cannot forge a line or a priority.
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ import logging
 import os
 import sys
 from typing import IO
+
+from vftune.logsafe import EscapingFormatter, escape
 
 # logging level -> syslog priority (sd-daemon.h: SD_ERR 3, SD_WARNING 4, SD_INFO 6, SD_DEBUG 7).
 SYSLOG_PRIORITY = {logging.CRITICAL: 2, logging.ERROR: 3, logging.WARNING: 4, logging.INFO: 6, logging.DEBUG: 7}
@@ -45,7 +48,7 @@ class JournalFormatter(logging.Formatter):
     """"<N>logger: message", no timestamp: journald adds both the time and the priority field."""
 
     def format(self, record: logging.LogRecord) -> str:
-        text = f"{record.name}: {record.getMessage()}"
+        text = f"{record.name}: {escape(record.getMessage())}"
         if record.exc_info:
             text += "\n" + self.formatException(record.exc_info)
         prefix = f"<{syslog_priority(record.levelno)}>"
@@ -77,7 +80,7 @@ def formatter_for(log_format: str, stream: IO[str], environ: dict[str, str] | No
         return JsonFormatter()
     if under_journald(stream, environ):
         return JournalFormatter()
-    return logging.Formatter(TEXT_FORMAT)
+    return EscapingFormatter(TEXT_FORMAT)
 
 
 def setup_logging(level: str, log_format: str = "text", stream: IO[str] | None = None) -> None:

@@ -18,6 +18,7 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
+from vftune import paths
 from vftune.cli.common import fail
 
 DEFAULT_URL = "http://127.0.0.1:8740"
@@ -27,10 +28,16 @@ class Unreachable(Exception):
     pass
 
 
-def fetch(url: str) -> dict[str, Any]:
+def _headers(token_file: str | None) -> dict[str, str]:
+    # The token is needed when the agent listens beyond loopback; sent whenever it is readable.
+    token = paths.read_token(paths.token_path(None, token_file))
+    return {"Authorization": f"Bearer {token}"} if token else {}
+
+
+def fetch(url: str, token_file: str | None = None) -> dict[str, Any]:
     base = url.rstrip("/")
     try:
-        with httpx.Client(timeout=5.0) as client:
+        with httpx.Client(timeout=5.0, headers=_headers(token_file)) as client:
             host = client.get(f"{base}/v1/host")
             vfs = client.get(f"{base}/v1/vfs")
     except httpx.HTTPError as exc:
@@ -152,13 +159,13 @@ def render(state: dict[str, Any], width: int) -> RenderableType:
     return Group(*parts)
 
 
-def _with_search_progress(url: str, state: dict[str, Any]) -> dict[str, Any]:
+def _with_search_progress(url: str, state: dict[str, Any], headers: dict[str, str]) -> dict[str, Any]:
     """Searching VFs: the step and the expected number of steps, from the VF detail."""
     searching = [vf for vf in state["vfs"] if vf.get("state") == "searching"]
     if not searching:
         return state
     try:
-        with httpx.Client(timeout=5.0) as client:
+        with httpx.Client(timeout=5.0, headers=headers) as client:
             for vf in searching:
                 resp = client.get(f"{url.rstrip('/')}/v1/vfs/{vf['pci']}")
                 if resp.status_code == 200:
@@ -175,28 +182,37 @@ def _with_search_progress(url: str, state: dict[str, Any]) -> dict[str, Any]:
 @click.option("--watch", is_flag=True, help="Redraw in place every --every seconds until Ctrl-C.")
 @click.option("--every", type=click.FloatRange(min=0.2), default=2.0, show_default=True, metavar="SECONDS",
               help="Refresh period of --watch.")
-def command(url: str, as_json: bool, watch: bool, every: float) -> None:
+@click.option("--token-file", default=None, metavar="PATH",
+              help="The agent's API token [default: `token` in the state directory].")
+def command(url: str, as_json: bool, watch: bool, every: float, token_file: str | None) -> None:
     """Show what the running agent sees and has set, per PF and VF."""
-    if not url.startswith(("http://", "https://")):
-        fail(f"--url {url!r}: expected http://HOST:PORT", 2)
+    try:
+        parsed = httpx.URL(url)
+        usable = parsed.scheme in ("http", "https") and bool(parsed.host)
+    except (httpx.InvalidURL, TypeError, ValueError):
+        usable = False
+    if not usable:
+        fail(f"--url {url[:80]!r}: expected http://HOST:PORT", 2)
     if as_json and watch:
         fail("--json and --watch: choose one", 2)
+    headers = _headers(token_file)
     console = Console()
     if not watch:
         try:
-            state = fetch(url)
+            state = fetch(url, token_file)
         except Unreachable as exc:
             fail(str(exc), 1)
         if as_json:
             click.echo(json.dumps(state, indent=2))
         else:
-            console.print(render(_with_search_progress(url, state), console.width))
+            console.print(render(_with_search_progress(url, state, headers), console.width))
         return
     with Live(console=console, auto_refresh=False, screen=False, transient=False) as live:
         try:
             while True:
                 try:
-                    view: RenderableType = render(_with_search_progress(url, fetch(url)), console.width)
+                    view: RenderableType = render(_with_search_progress(url, fetch(url, token_file), headers),
+                                                  console.width)
                 except Unreachable as exc:
                     view = Text(f"vftune: {exc} (retrying every {every:g} s)", style="red")
                 live.update(view, refresh=True)
