@@ -125,7 +125,7 @@ def test_precedence_flags_then_environment_then_file_then_defaults(tmp_path, mon
     assert params["interval"] == 0.5  # file over default
     assert params["seed"] == 9  # environment over file
     assert params["log_level"] == "warning"  # flag over file
-    assert params["db"] == "vftune.db"  # default
+    assert params["db"] is None  # default: resolved to the state directory later
     assert resolved(["--seed", "3"])["seed"] == 3  # flag over environment
 
 
