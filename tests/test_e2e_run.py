@@ -54,7 +54,7 @@ def test_api_errors_are_json_bodies_naming_the_value(shared_sim_agent):
 def test_openapi_documents_the_history_and_metrics_show_the_itr(shared_sim_agent):
     url = shared_sim_agent.url
     assert "/v1/vfs/{vf}/history" in httpx.get(f"{url}/openapi.json").json()["paths"]
-    assert "vftune_vf_itr{" in httpx.get(f"{url}/metrics").text
+    assert "vftune_vf_itr_adaptive{" in httpx.get(f"{url}/metrics").text
 
 
 def test_status_prints_every_vf_as_json_and_as_a_table(shared_sim_agent):

@@ -41,7 +41,7 @@ def test_prometheus_scrapes_every_vf(sim_agent, tmp_path):
         while time.monotonic() < deadline and not series:
             assert prom.poll() is None, (tmp_path / "prometheus.log").read_text()[-2000:]
             try:
-                resp = httpx.get(api, params={"query": "vftune_vf_itr"})
+                resp = httpx.get(api, params={"query": "vftune_vf_itr_adaptive"})
                 # 503 "Service Unavailable" until Prometheus has opened its storage.
                 if resp.status_code == 200:
                     series = resp.json()["data"]["result"]

@@ -17,6 +17,7 @@ from vftune import paths
 DEFAULT_LISTEN = "127.0.0.1:8740"
 DEFAULT_SCENARIO = "mixed-host"
 LOG_LEVELS = ("debug", "info", "warning", "error")
+LOG_FORMATS = ("text", "json")
 
 # Numeric options: field -> (option, low, high, low excluded). The CLI's types and validate()
 # both use these, so a config file gets the same one-line answers as a flag.
@@ -83,6 +84,8 @@ class RunConfig:
     listen: str = DEFAULT_LISTEN  # API address HOST:PORT
     token_file: str | None = None  # default: `token` beside the history file
     log_level: str = "info"
+    log_format: str = "text"  # "json": one JSON object per line
+    config: str | None = None  # the config file these values were read with (rules come from it too)
 
     @property
     def libvirt(self) -> str | None:
@@ -120,3 +123,5 @@ class RunConfig:
                     raise ValueError(f"{option} {root}: not a directory")
         if self.log_level not in LOG_LEVELS:
             raise ValueError(f"--log-level {self.log_level!r}: choose from {', '.join(LOG_LEVELS)}")
+        if self.log_format not in LOG_FORMATS:
+            raise ValueError(f"--log-format {self.log_format!r}: choose from {', '.join(LOG_FORMATS)}")

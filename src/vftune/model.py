@@ -10,7 +10,7 @@ times in seconds on the host's clock (store: Unix seconds).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 from vftune.itr import ITR_MAX_RATE, ITR_MIN_RATE
@@ -167,6 +167,7 @@ class PfSample:
     rx_pps: float
     rx_bps: float
     mode: str  # mode in force now
+    switches: int | None = None  # DE/NAPI switches the driver counted (patched driver), None: not shown
 
 
 @dataclass(frozen=True)
@@ -222,6 +223,20 @@ class VfView:
     updated: float | None  # Unix seconds of the latest sample
     last_decision: str | None
     policy_state: Mapping[str, object]
+    # Added for operators: the VF's phase in one word (VF_STATES), its objective and the
+    # config rule that decided them (None = no rule matched).
+    state: str = "adaptive"
+    objective: str = "throughput"
+    rule: str | None = None
+    # Counted since the agent started, in base units (VF_TOTALS), for Prometheus counters.
+    totals: Mapping[str, float] = field(default_factory=dict)
+
+
+VF_TOTALS = ("rx_bytes", "tx_bytes", "rx_packets", "tx_packets", "interrupts")
+
+# converged: holds a searched ITR; searching: a search runs; adaptive: the VF's own adaptive ITR;
+# excluded: a config rule keeps the agent off it; pinned: a fixed ITR (rule or --policy fixed).
+VF_STATES = ("converged", "searching", "adaptive", "excluded", "pinned")
 
 
 @dataclass(frozen=True)
@@ -241,6 +256,38 @@ class PfView:
     rx_pps: float | None
     rx_bps: float | None
     last_decision: str | None
+    # Added for operators: what the port runs at this moment ("de" or "napi" even when `mode` is
+    # "hybrid", as the driver reports it) and how often it switched between them.
+    mode_now: str | None = None
+    switches: int | None = None
+
+
+# Upper bounds (seconds) of the tick duration histogram: a tick reads every VF's counters,
+# so a large host or a slow sysfs shows here first.
+TICK_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
+
+
+@dataclass(frozen=True)
+class TickTimes:
+    """How long the agent's ticks took: counts per TICK_BUCKETS bound (not cumulative; the last
+    entry counts the ticks above every bound), their sum and their number."""
+
+    counts: tuple[int, ...]
+    sum_s: float
+    count: int
+
+
+def decision_cause(reason: str) -> str:
+    """A decision's cause in one word, for a metric label: the first word of its reason when it
+    is one of the known ones ("probe", "converged", "pinned", ...), else "other"."""
+    word = reason.split(" ", 1)[0].rstrip(":;,").lower()
+    return word if word in DECISION_CAUSES else "other"
+
+
+# First words of the reasons the agent and its policies give (tuner, pins, exclusions, owner
+# changes, the PF controllers, the restore on stop); a bounded label set.
+DECISION_CAUSES = ("start", "probe", "converged", "restart", "abort", "fixed", "pinned", "excluded", "owner",
+                   "restore", "napi", "de", "hybrid")
 
 
 @dataclass(frozen=True)
@@ -258,6 +305,9 @@ class AgentView:
     vfs: tuple[VfView, ...]
     ignored: tuple[Ignored, ...]
     cost_model: Mapping[str, object]
+    # Added for the metrics: decisions by (setting, cause) and tick durations, since start.
+    decisions: Mapping[tuple[str, str], int] = field(default_factory=dict)
+    tick_times: TickTimes | None = None
 
     @property
     def vf_count(self) -> int:

@@ -7,21 +7,34 @@ on stop asks the driver to restore everything it changed.
 
 from __future__ import annotations
 
+import bisect
 import logging
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from vftune.agent.backoff import WriteBackoff
 from vftune.agent.costmodel import cliff_inputs
 from vftune.agent.costs import CostTracker
 from vftune.agent.hybrid import cliff_rate
-from vftune.agent.policy import PfController, PfControllerFactory, VfPolicy, VfPolicyFactory
+from vftune.agent.policy import (
+    DEFAULT_GOAL,
+    Excluded,
+    FixedItr,
+    GoalPolicyFactory,
+    PfController,
+    PfControllerFactory,
+    VfGoal,
+    VfPolicy,
+    VfPolicyFactory,
+)
 from vftune.agent.sampling import RateDeriver
 from vftune.hostdriver.base import HostDriver, HostError
+from vftune.itr import same_itr
 from vftune.model import (
+    TICK_BUCKETS,
     AgentView,
     Applied,
     Decision,
@@ -33,10 +46,13 @@ from vftune.model import (
     PfSample,
     PfView,
     SettingValue,
+    TickTimes,
     VfInfo,
     VfSample,
     VfView,
+    decision_cause,
 )
+from vftune.rules import EMPTY, NO_RULE, ConfigFile, VfRule, VfTarget
 from vftune.store.db import Store
 
 log = logging.getLogger("vftune.agent")
@@ -62,6 +78,8 @@ class VfState:
     policy: str = ""
     policy_state: dict[str, Any] = field(default_factory=dict)
     last_decision: str | None = None
+    rule: VfRule = NO_RULE  # what the config file's rules say about this VF
+    totals: dict[str, float] = field(default_factory=dict)  # model.VF_TOTALS since start
 
 
 @dataclass
@@ -78,6 +96,38 @@ def _owner(guest: Guest | None) -> str | None:
     return None if guest is None else guest.uuid or guest.name
 
 
+def _add_totals(totals: dict[str, float], s: VfSample) -> None:
+    """Counters since start from one sample's rates (model.VF_TOTALS)."""
+    for key, value in (("rx_bytes", s.rx_bps / 8), ("tx_bytes", s.tx_bps / 8), ("rx_packets", s.rx_pps),
+                       ("tx_packets", s.tx_pps), ("interrupts", s.interrupts_per_s)):
+        if value is not None:
+            totals[key] = totals.get(key, 0.0) + value * s.dt
+
+
+def _switches(s: PfSample | None, st: PfState | None) -> int | None:
+    """DE/NAPI switches: the driver's count when it switches itself, else the agent's controller's."""
+    if s is not None and s.switches is not None:
+        return s.switches
+    counted = st.controller_state.get("switches") if st else None
+    return counted if isinstance(counted, int) else None
+
+
+def _vf_state(st: VfState | None) -> str:
+    """The VF's phase in one word (model.VF_STATES)."""
+    if st is None:
+        return "adaptive"
+    if st.rule.state is not None:
+        return st.rule.state
+    if st.policy.startswith("fixed"):
+        return "pinned"
+    phase = st.policy_state.get("phase")
+    if phase == "probing":
+        return "searching"
+    if phase == "holding" or st.itr != 0:
+        return "converged"
+    return "adaptive"
+
+
 class Agent:
     def __init__(
         self,
@@ -87,6 +137,7 @@ class Agent:
         pf_controller: PfControllerFactory,
         config: AgentConfig | None = None,
         wall_offset: float | None = None,
+        rules: ConfigFile | None = None,
     ) -> None:
         self.host = host
         self.store = store
@@ -111,6 +162,10 @@ class Agent:
         self.costs = CostTracker()
         self._refresh_reason: str | None = None
         self._guest_of: dict[str, str] = {}
+        self.rules = rules or EMPTY  # the config file's [[rule]]s; set_rules() swaps them
+        self._decision_counts: dict[tuple[str, str], int] = {}
+        self._tick_counts = [0] * (len(TICK_BUCKETS) + 1)
+        self._tick_sum = 0.0
         self.backoff = WriteBackoff()
         self.heartbeat: Callable[[], None] = lambda: None  # called after every good tick (watchdog)
         # Only a flag is set on the notifying thread; the tick does the re-read.
@@ -134,7 +189,8 @@ class Agent:
                 backend=self.host.name, detail=self.detail, started=self.started_wall,
                 interval_s=self.config.interval, ticks=self.ticks, last_tick_wall=self.last_tick_wall,
                 capabilities=self.caps, pfs=pfs, vfs=vfs, ignored=self.inventory.ignored,
-                cost_model=self.costs.report(),
+                cost_model=self.costs.report(), decisions=dict(self._decision_counts),
+                tick_times=TickTimes(tuple(self._tick_counts), self._tick_sum, sum(self._tick_counts)),
             )
 
     def _vf_view(self, vf: VfInfo, st: VfState | None) -> VfView:
@@ -150,6 +206,8 @@ class Agent:
             fresh=s.fresh if s else None, updated=self.wall(s.t) if s else None,
             last_decision=st.last_decision if st else None,
             policy_state=dict(st.policy_state) if st else {},
+            state=_vf_state(st), objective=st.rule.objective if st else NO_RULE.objective,
+            rule=st.rule.source if st else None, totals=dict(st.totals) if st else {},
         )
 
     @staticmethod
@@ -161,9 +219,32 @@ class Agent:
             controller=st.controller if st else "", controller_state=dict(st.controller_state) if st else {},
             rx_pps=s.rx_pps if s else None, rx_bps=s.rx_bps if s else None,
             last_decision=st.last_decision if st else None,
+            mode_now=s.mode if s else None, switches=_switches(s, st),
         )
 
     # -- inventory ----------------------------------------------------------
+
+    def set_rules(self, rules: ConfigFile) -> None:
+        """New rules (a SIGHUP reload): applied on the next tick's inventory refresh."""
+        self.rules = rules
+        self.request_refresh(f"config reloaded from {rules.path}")
+
+    def _rule_for(self, pf: PfInfo, vf: VfInfo) -> VfRule:
+        return self.rules.rule_for(VfTarget(vf=vf.pci, pf=pf.name, pf_pci=pf.pci,
+                                            guest=vf.guest.name if vf.guest else None))
+
+    def _new_policy(self, pci: str, rule: VfRule) -> VfPolicy:
+        """The VF's policy: the rule's pin or exclusion, else the configured policy for its goal."""
+        if rule.exclude:
+            return Excluded()
+        if rule.pin_itr is not None:
+            return FixedItr(rule.pin_itr)
+        goal = VfGoal(rule.objective, rule.max_interval_us)
+        if goal == DEFAULT_GOAL:
+            return self._vf_policy_factory(pci, self.caps)
+        # A goal other than the default comes from a config rule; `vftune run` builds its
+        # factories with vftune.agent.policies, which take one.
+        return cast(GoalPolicyFactory, self._vf_policy_factory)(pci, self.caps, goal)
 
     def request_refresh(self, reason: str) -> None:
         """Ask for an inventory refresh on the next tick (a libvirt hook or event said so)."""
@@ -175,20 +256,31 @@ class Agent:
         inv = self.host.inventory()
         t = self.wall(self.host.now())
         handed_back: list[str] = []
+        excluded_back: list[str] = []
+        pinned: list[tuple[str, int]] = []
         fresh: list[str] = []
         with self.lock:
             before = {vf.pci: vf.guest for vf in self.inventory.vfs()}
             self.inventory = inv
             self._guest_of = {vf.pci: vf.guest.name for vf in inv.vfs() if vf.guest is not None}
-            for vf in inv.vfs():
-                changed = vf.pci in before and _owner(before[vf.pci]) != _owner(vf.guest)
-                if vf.pci not in self._policies or changed:
-                    if changed and self.vfs[vf.pci].itr != 0:
-                        handed_back.append(vf.pci)
-                    policy = self._vf_policy_factory(vf.pci, self.caps)
-                    self._policies[vf.pci] = policy
-                    fresh.append(vf.pci)
-                    self.vfs[vf.pci] = VfState(policy=policy.name, itr=self.vfs[vf.pci].itr if changed else 0)
+            for pf_info in inv.pfs:
+                for vf in pf_info.vfs:
+                    rule = self._rule_for(pf_info, vf)
+                    changed = vf.pci in before and _owner(before[vf.pci]) != _owner(vf.guest)
+                    ruled = vf.pci in self.vfs and self.vfs[vf.pci].rule != rule
+                    if vf.pci not in self._policies or changed or ruled:
+                        itr = self.vfs[vf.pci].itr if vf.pci in self.vfs else 0
+                        if rule.exclude and itr != 0:
+                            excluded_back.append(vf.pci)  # undo the agent's own write, then hands off
+                        elif changed and itr != 0 and rule.pin_itr is None:
+                            handed_back.append(vf.pci)
+                        policy = self._new_policy(vf.pci, rule)
+                        self._policies[vf.pci] = policy
+                        if rule.pin_itr is None:  # a pin is set below, with its rule as the reason
+                            fresh.append(vf.pci)
+                        self.vfs[vf.pci] = VfState(policy=policy.name, itr=itr, rule=rule)
+                    if rule.pin_itr is not None and not same_itr(self.vfs[vf.pci].itr, rule.pin_itr):
+                        pinned.append((vf.pci, rule.pin_itr))
             for pf in inv.pfs:
                 if pf.name not in self._controllers:
                     ctl = self._pf_controller_factory(pf.name, self.caps)
@@ -204,6 +296,16 @@ class Agent:
             handed = self._apply_itr(pci, ItrDecision(0, f"owner changed (was {owner}): back to adaptive"), t)
             if handed is not None:
                 decisions.append(handed)
+        for pci in excluded_back:
+            reason = f"excluded by {self.vfs[pci].rule.source}: back to adaptive, then left alone"
+            back = self._apply_itr(pci, ItrDecision(0, reason), t)
+            if back is not None:
+                decisions.append(back)
+        # A pin takes effect at once, not on the next sample.
+        for pci, itr in pinned:
+            pin = self._apply_itr(pci, ItrDecision(itr, f"pinned by {self.vfs[pci].rule.source}: {itr}/s"), t)
+            if pin is not None:
+                decisions.append(pin)
         # A fixed or pinned ITR needs no counters: set it now, so it holds (and is journaled) from
         # the first tick even on a VF whose counters cannot be read.
         for pci in fresh:
@@ -219,6 +321,7 @@ class Agent:
     # -- one tick -----------------------------------------------------------
 
     def tick(self) -> None:
+        started = time.monotonic()
         decisions: list[Decision] = []
         if self._refresh_reason is not None or (self.ticks and self.ticks % self.config.inventory_every == 0):
             reason, self._refresh_reason = self._refresh_reason, None
@@ -251,12 +354,17 @@ class Agent:
                 if st is not None:
                     st.sample = s
                     st.policy_state = self._policies[s.pci].state()
+                    _add_totals(st.totals, s)
             for p in pf_samples:
                 if p.pf in self.pfs:
                     self.pfs[p.pf].sample = p
                     self.pfs[p.pf].controller_state = self._controllers[p.pf].state()
             self.ticks += 1
             self.last_tick_wall = time.time()
+            self._count_decisions(decisions)
+            took = time.monotonic() - started
+            self._tick_counts[bisect.bisect_left(TICK_BUCKETS, took)] += 1
+            self._tick_sum += took
         self.costs.add(vf_samples, self._guest_of)
         if self.ticks % self.config.fit_every == 0:
             self._refit_costs(pf_samples, now)
@@ -264,6 +372,11 @@ class Agent:
             self.store.record_tick(now, vf_samples, pf_samples, decisions)
             if self.ticks % self.config.maintain_every == 0:
                 self.store.maintain(now)
+
+    def _count_decisions(self, decisions: list[Decision]) -> None:
+        for d in decisions:
+            key = (d.setting, decision_cause(d.reason))
+            self._decision_counts[key] = self._decision_counts.get(key, 0) + 1
 
     def _refit_costs(self, pf_samples: list[PfSample], t: float) -> None:
         fit = self.costs.refit()
@@ -348,7 +461,9 @@ class Agent:
     @staticmethod
     def _log_applied(a: Applied, reason: str) -> None:
         if a.ok:
-            log.info("%s %s: %s -> %s (%s)", a.target, a.setting, a.old, a.applied, reason)
+            # Each probe of a search is detail (a search is ~15 of them); its start and end are not.
+            level = logging.DEBUG if reason.startswith("probe") else logging.INFO
+            log.log(level, "%s %s: %s -> %s (%s)", a.target, a.setting, a.old, a.applied, reason)
         else:
             log.warning("%s %s: could not set %s: %s", a.target, a.setting, a.requested, a.error)
 
@@ -381,10 +496,12 @@ class Agent:
     def start(self, detail: str = "") -> None:
         self.detail = detail
         self.recover()
-        first = self.refresh_inventory()
+        first = self.refresh_inventory()  # pins from config rules are set here, at once
         if self.store is not None:
             self._run_id = self.store.start_run(self.wall(self.host.now()), self.host.name, detail)
             self.store.record_decisions(first)
+        with self.lock:
+            self._count_decisions(first)
         # First snapshot only primes the rate deriver.
         self.tick()
 
@@ -429,6 +546,7 @@ class Agent:
         with self.lock:
             for st in self.vfs.values():
                 st.itr = 0
+            self._count_decisions(decisions)
         if self.store is not None:
             self.store.record_decisions(decisions)
             if self._run_id is not None:

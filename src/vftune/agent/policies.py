@@ -6,8 +6,16 @@ from collections.abc import Callable, Mapping
 from typing import TypeVar
 
 from vftune.agent.mode import HybridModeController, ModeOptions
-from vftune.agent.policy import FixedItr, Observe, PfControllerFactory, StockMode, VfPolicyFactory
-from vftune.agent.tuner import SearchTuner
+from vftune.agent.policy import (
+    DEFAULT_GOAL,
+    FixedItr,
+    GoalPolicyFactory,
+    Observe,
+    PfControllerFactory,
+    StockMode,
+    VfGoal,
+)
+from vftune.agent.tuner import SearchTuner, TunerOptions
 from vftune.model import Capabilities
 
 Made = TypeVar("Made")
@@ -17,13 +25,13 @@ class PolicyError(ValueError):
     pass
 
 
-def _fixed(arg: str) -> VfPolicyFactory:
+def _fixed(arg: str) -> GoalPolicyFactory:
     try:
         itr = int(arg)
     except ValueError:
         raise PolicyError(f"--policy fixed:{arg}: the rate must be a whole number of interrupts/s") from None
 
-    def make(pci: str, caps: Capabilities) -> FixedItr:
+    def make(pci: str, caps: Capabilities, goal: VfGoal = DEFAULT_GOAL) -> FixedItr:
         if not caps.itr_min <= itr <= caps.itr_max:
             raise PolicyError(
                 f"--policy fixed:{itr}: outside this host's range {caps.itr_min}..{caps.itr_max} interrupts/s"
@@ -33,10 +41,23 @@ def _fixed(arg: str) -> VfPolicyFactory:
     return make
 
 
-def _search(arg: str) -> VfPolicyFactory:
+def _search(arg: str) -> GoalPolicyFactory:
     if arg:
         raise PolicyError(f"--policy search:{arg}: search takes no argument")
-    return lambda pci, caps: SearchTuner(pci, caps)
+
+    def make(pci: str, caps: Capabilities, goal: VfGoal = DEFAULT_GOAL) -> SearchTuner:
+        # The objective is carried for the tuner to act on; the interval bound it acts on today.
+        options = TunerOptions(max_interval_us=goal.max_interval_us) if goal.max_interval_us else None
+        return SearchTuner(pci, caps, options)
+
+    return make
+
+
+def _observe(arg: str) -> GoalPolicyFactory:
+    def make(pci: str, caps: Capabilities, goal: VfGoal = DEFAULT_GOAL) -> Observe:
+        return Observe()
+
+    return make
 
 
 def _hybrid(arg: str) -> PfControllerFactory:
@@ -47,10 +68,10 @@ def _hybrid(arg: str) -> PfControllerFactory:
     return lambda pf, caps: HybridModeController(pf, caps, options)
 
 
-VF_POLICIES: dict[str, Callable[[str], VfPolicyFactory]] = {
+VF_POLICIES: dict[str, Callable[[str], GoalPolicyFactory]] = {
     "search": _search,
     "fixed": _fixed,
-    "observe": lambda _arg: (lambda pci, caps: Observe()),
+    "observe": _observe,
 }
 
 PF_CONTROLLERS: dict[str, Callable[[str], PfControllerFactory]] = {
@@ -66,7 +87,8 @@ def _parse(spec: str, table: Mapping[str, Callable[[str], Made]], option: str) -
     return table[name](arg)
 
 
-def vf_policy(spec: str) -> VfPolicyFactory:
+def vf_policy(spec: str) -> GoalPolicyFactory:
+    """A factory callable as (pci, caps) or (pci, caps, goal)."""
     return _parse(spec, VF_POLICIES, "--policy")
 
 

@@ -125,6 +125,7 @@ class RateDeriver:
                 rx_pps=max(0, c.rx_packets - prev.pfs[name].rx_packets) / dt,
                 rx_bps=max(0, c.rx_bytes - prev.pfs[name].rx_bytes) * 8 / dt,
                 mode=c.current_mode or modes.get(name, "napi"),
+                switches=c.switches,
             )
             for name, c in snap.pfs.items()
             if name in prev.pfs

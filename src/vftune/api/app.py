@@ -14,15 +14,14 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from prometheus_client import CollectorRegistry
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from vftune import __version__
-from vftune.api import auth
+from vftune.api import auth, docs
 from vftune.api.deps import AgentHandle, BadParameter
-from vftune.api.metrics import AgentCollector
-from vftune.api.routers import events, history, state
+from vftune.api.metrics import build_registry
+from vftune.api.routers import events, history, page, state
 from vftune.store.db import Store
 
 log = logging.getLogger("vftune.api")
@@ -158,18 +157,20 @@ def create_app(agent: AgentHandle, store: Store | None, token: str | None = None
         description="Interrupt moderation tuning for SR-IOV VFs passed through to KVM guests. "
                     "Writes need `Authorization: Bearer <token>` (the `token` file in the agent's state "
                     "directory); times are Unix seconds or ISO 8601 with a zone.",
+        docs_url=None, redoc_url=None,  # docs.include serves them without a CDN
     )
     app.state.agent = agent
     app.state.store = store
     app.state.token = token
-    app.state.registry = CollectorRegistry()
-    app.state.registry.register(AgentCollector(agent.view))
+    app.state.registry = build_registry(agent.view)
     app.add_exception_handler(BadParameter, _bad_parameter)
     app.add_exception_handler(RequestValidationError, _invalid)
     app.add_exception_handler(StarletteHTTPException, _http_error)
     app.add_exception_handler(Exception, _unexpected)
     for router in (state.router, history.router, events.router):
         app.include_router(router)
+    app.include_router(page.router)
+    docs.include(app)
     if token_for_reads:
         app.add_middleware(auth.TokenForEverything, token=token)
     app.add_middleware(BodyLimit)

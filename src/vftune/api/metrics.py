@@ -1,41 +1,119 @@
-"""Prometheus metrics read from the agent's view at scrape time (no second copy of the state)."""
+"""Prometheus metrics read from the agent's view at scrape time (no second copy of the state).
+
+Conventions (Prometheus' naming guide, checked by `promtool check metrics` in the tests):
+counters in base units with _total (bytes, packets, interrupts), rates left to PromQL's rate();
+the ITR a VF runs as vftune_vf_itr_interrupts_per_second, absent while the VF follows its own
+adaptive ITR, which vftune_vf_itr_adaptive says (1) instead of a magic 0.
+contrib/grafana-vftune.json queries these names; tests/test_metrics.py checks it against a live scrape.
+"""
 
 from __future__ import annotations
 
+import platform
 from collections.abc import Callable, Iterator
 
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client import CollectorRegistry, PlatformCollector, ProcessCollector
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from vftune.model import AgentView
+from vftune import __version__
+from vftune.model import RX_MODES, TICK_BUCKETS, VF_STATES, AgentView
+
+VF_LABELS = ["pci", "pf", "guest"]
+# model.VF_TOTALS key -> (metric name, help)
+VF_COUNTERS = {
+    "rx_bytes": ("vftune_vf_receive_bytes", "Bytes the VF received (its PF's per-VF counters)"),
+    "tx_bytes": ("vftune_vf_transmit_bytes", "Bytes the VF transmitted"),
+    "rx_packets": ("vftune_vf_receive_packets", "Packets the VF received"),
+    "tx_packets": ("vftune_vf_transmit_packets", "Packets the VF transmitted"),
+    "interrupts": ("vftune_vf_interrupts", "Interrupts of the VF's vectors the host saw (not with posted interrupts)"),
+}
 
 
 class AgentCollector(Collector):
     def __init__(self, view: Callable[[], AgentView]) -> None:
         self.view = view
 
-    def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
-        labels = ["pci", "pf", "guest"]
-        itr = GaugeMetricFamily("vftune_vf_itr", "Interrupt rate set on the VF (0 = VF adaptive)", labels=labels)
-        rx_bps = GaugeMetricFamily("vftune_vf_rx_bits_per_second", "VF receive rate", labels=labels)
-        tx_bps = GaugeMetricFamily("vftune_vf_tx_bits_per_second", "VF transmit rate", labels=labels)
-        rx_pps = GaugeMetricFamily("vftune_vf_rx_packets_per_second", "VF receive packet rate", labels=labels)
-        ints = GaugeMetricFamily("vftune_vf_interrupts_per_second", "VF interrupts seen by the host", labels=labels)
-        mode = GaugeMetricFamily("vftune_pf_rx_mode", "PF receive mode in force (1 for the active mode)",
-                                 labels=["pf", "mode"])
-        ticks = CounterMetricFamily("vftune_agent_ticks", "Agent ticks since start")
+    def collect(self) -> Iterator[Metric]:
         view = self.view()
+        counters = {key: CounterMetricFamily(name, text, labels=VF_LABELS) for key, (name, text) in VF_COUNTERS.items()}
+        itr = GaugeMetricFamily("vftune_vf_itr_interrupts_per_second",
+                                "Interrupt rate the agent set on the VF; absent while the VF follows its adaptive ITR",
+                                labels=VF_LABELS)
+        adaptive = GaugeMetricFamily("vftune_vf_itr_adaptive", "1 while the VF follows its own adaptive ITR",
+                                     labels=VF_LABELS)
+        state = GaugeMetricFamily("vftune_vf_state", "1 for the VF's phase: " + ", ".join(VF_STATES),
+                                  labels=[*VF_LABELS, "state", "objective"])
+        cpu = GaugeMetricFamily("vftune_vf_guest_cpu_ratio",
+                                "CPU seconds per second of the VF's guest over the last tick", labels=VF_LABELS)
         for vf in view.vfs:
             values = [vf.pci, vf.pf, vf.guest or ""]
-            itr.add_metric(values, vf.itr)
-            if vf.rx_bps is not None and vf.tx_bps is not None and vf.rx_pps is not None:
-                rx_bps.add_metric(values, vf.rx_bps)
-                tx_bps.add_metric(values, vf.tx_bps)
-                rx_pps.add_metric(values, vf.rx_pps)
-            if vf.interrupts_per_s is not None:
-                ints.add_metric(values, vf.interrupts_per_s)
+            for key, family in counters.items():
+                if key in vf.totals:
+                    family.add_metric(values, round(vf.totals[key]))  # whole packets and bytes
+            if vf.itr:
+                itr.add_metric(values, vf.itr)
+            adaptive.add_metric(values, 0.0 if vf.itr else 1.0)
+            for s in VF_STATES:
+                state.add_metric([*values, s, vf.objective], 1.0 if vf.state == s else 0.0)
+            if vf.guest_cpu is not None:
+                cpu.add_metric(values, vf.guest_cpu)
+        yield from counters.values()
+        yield from (itr, adaptive, state, cpu)
+
+        mode = GaugeMetricFamily("vftune_pf_rx_mode",
+                                 "1 for the receive mode the PF runs now (de or napi; hybrid when the driver does "
+                                 "not say which)", labels=["pf", "mode"])
+        switches = CounterMetricFamily("vftune_pf_rx_mode_switches", "DE/NAPI switches of the PF since start",
+                                       labels=["pf"])
         for pf in view.pfs:
-            for m in view.capabilities.rx_modes:
-                mode.add_metric([pf.name, m], 1.0 if pf.mode == m else 0.0)
+            now = pf.mode_now or pf.mode
+            for m in sorted(set(RX_MODES) | set(view.capabilities.rx_modes) | {now}):
+                mode.add_metric([pf.name, m], 1.0 if now == m else 0.0)
+            if pf.switches is not None:
+                switches.add_metric([pf.name], pf.switches)
+        yield from (mode, switches)
+
+        decisions = CounterMetricFamily("vftune_decisions",
+                                        "Settings the agent wrote (or tried to), by setting and cause",
+                                        labels=["setting", "cause"])
+        for (setting, cause), n in sorted(view.decisions.items()):
+            decisions.add_metric([setting, cause], n)
+        yield decisions
+
+        if view.tick_times is not None:
+            t = view.tick_times
+            cumulative, buckets = 0, []
+            for bound, n in zip((*[f"{b:g}" for b in TICK_BUCKETS], "+Inf"), t.counts):
+                cumulative += n
+                buckets.append((bound, float(cumulative)))
+            yield HistogramMetricFamily("vftune_tick_duration_seconds",
+                                        "Wall time of one agent tick (snapshot, policies, writes, store)",
+                                        buckets=buckets, sum_value=t.sum_s)
+        ticks = CounterMetricFamily("vftune_agent_ticks", "Agent ticks since start")
         ticks.add_metric([], view.ticks)
-        yield from (itr, rx_bps, tx_bps, rx_pps, ints, mode, ticks)
+        yield ticks
+        if view.last_tick_wall is not None:
+            last = GaugeMetricFamily("vftune_last_tick_timestamp_seconds", "Unix time of the last tick")
+            last.add_metric([], view.last_tick_wall)
+            yield last
+        saved = view.cost_model.get("saved_cpu_s_per_s")
+        if isinstance(saved, float | int):
+            cpu_saved = GaugeMetricFamily("vftune_cpu_saved_vs_adaptive_ratio",
+                                  "CPU seconds per second the set ITRs save against the VFs' adaptive ITR "
+                                  "(negative: spent), from the cost model fit")
+            cpu_saved.add_metric([], float(saved))
+            yield cpu_saved
+        info = GaugeMetricFamily("vftune_build_info", "vftune's version and Python, always 1",
+                                 labels=["version", "python", "backend"])
+        info.add_metric([__version__, platform.python_version(), view.backend], 1.0)
+        yield info
+
+
+def build_registry(view: Callable[[], AgentView]) -> CollectorRegistry:
+    """The agent's metrics plus the process' own (CPU, memory, file descriptors, Python)."""
+    registry = CollectorRegistry()
+    registry.register(AgentCollector(view))
+    ProcessCollector(registry=registry)
+    PlatformCollector(registry=registry)
+    return registry

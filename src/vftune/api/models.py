@@ -54,6 +54,8 @@ class PfOut(ViewModel):
     rx_pps: float | None
     rx_bps: float | None
     last_decision: str | None
+    mode_now: str | None = Field(description="de or napi: what the port runs now (mode may be hybrid)")
+    switches: int | None = Field(description="DE/NAPI switches since start")
 
     @field_validator("device_id", mode="before")
     @classmethod
@@ -108,6 +110,9 @@ class VfOut(ViewModel):
     fresh: bool | None
     updated: float | None
     last_decision: str | None
+    state: str = Field(description="converged, searching, adaptive (the VF's own ITR), excluded or pinned")
+    objective: str = Field(description="throughput, efficiency or latency (from a config rule)")
+    rule: str | None = Field(description="the config rule that matched this VF; null: none")
 
 
 class VfDetail(VfOut):

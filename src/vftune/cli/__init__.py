@@ -17,6 +17,7 @@ COMMAND_MODULES = [
     "restore",
     "bench",
     "testbed",
+    "config",
 ]
 
 

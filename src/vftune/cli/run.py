@@ -19,7 +19,8 @@ import click
 
 from vftune import paths, sdnotify
 from vftune.cli.common import Number, fail
-from vftune.config import DEFAULT_SCENARIO, LIMITS, LOG_LEVELS, Listen, RunConfig
+from vftune.cli.config import config_option
+from vftune.config import DEFAULT_SCENARIO, LIMITS, LOG_FORMATS, LOG_LEVELS, Listen, RunConfig
 
 if TYPE_CHECKING:
     from vftune.hostdriver.base import HostDriver
@@ -109,6 +110,9 @@ def open_host(config: RunConfig, journal: Journal) -> HostDriver:
 @click.option("--libvirt-uri", default=DEFAULTS.libvirt_uri, show_default=True,
               help="libvirt connection for guest ownership (linux backend); 'none' to skip.")
 @click.option("--log-level", type=click.Choice(LOG_LEVELS), default=DEFAULTS.log_level, show_default=True)
+@click.option("--log-format", type=click.Choice(LOG_FORMATS), default=DEFAULTS.log_format, show_default=True,
+              help="text (no timestamps under journald, a syslog priority per line) or json.")
+@config_option
 def command(**options: Any) -> None:
     """Run the agent and its API until stopped; every value it wrote is restored on stop,
     and after a crash at the next start."""
@@ -130,15 +134,16 @@ def run(config: RunConfig, host_factory: Callable[[RunConfig, Journal], HostDriv
     host_factory builds the backend (tests pass one with a recorded netlink source)."""
     import uvicorn
 
+    from vftune import rules
     from vftune.agent.loop import Agent, AgentConfig
     from vftune.agent.policies import PolicyError, pf_controller, vf_policy
     from vftune.api.app import create_app
-    from vftune.logsafe import setup as setup_logging
+    from vftune.logsetup import setup_logging
     from vftune.sim.scenarios import SCENARIOS
     from vftune.store.db import Retention, Store, StoreError, check_writable
     from vftune.store.journal import Journal, JournalError
 
-    setup_logging(config.log_level)
+    setup_logging(config.log_level, config.log_format)
     os.umask(0o077)  # history, journal, token: the owner's only
     # Everything that can be wrong with the arguments is found before anything is created.
     try:
@@ -147,6 +152,10 @@ def run(config: RunConfig, host_factory: Callable[[RunConfig, Journal], HostDriv
         config.validate(list(SCENARIOS))
     except ValueError as exc:
         fail(str(exc), 2)
+    try:
+        file_rules = rules.load(config.config) if config.config else rules.EMPTY
+    except rules.ConfigError as exc:
+        fail(str(exc.problems[0]), 2)
     if config.db == paths.default_db():
         try:
             paths.make_private_dir(paths.state_dir())
@@ -172,7 +181,7 @@ def run(config: RunConfig, host_factory: Callable[[RunConfig, Journal], HostDriv
         fail(f"--db {config.db}: {exc}", 2)
     try:
         host = host_factory(config, journal)
-        agent = Agent(host, store, policy_factory, pf_factory, AgentConfig(interval=config.interval))
+        agent = Agent(host, store, policy_factory, pf_factory, AgentConfig(interval=config.interval), rules=file_rules)
         agent.start(config.detail)  # first of all: restore what an unfinished run left
     except PolicyError as exc:
         store.close()
@@ -235,6 +244,9 @@ def run(config: RunConfig, host_factory: Callable[[RunConfig, Journal], HostDriv
 
     signal.signal(signal.SIGTERM, request_stop)
     signal.signal(signal.SIGINT, request_stop)
+    # SIGHUP (systemctl reload) re-reads the rules; never the default action, which would end the
+    # agent without restoring anything.
+    signal.signal(signal.SIGHUP, lambda *_: reload_rules(agent, config.config or rules.DEFAULT_PATH))
     pet = sdnotify.watchdog_interval()
     last_pet = [0.0]
 
@@ -282,3 +294,22 @@ def run(config: RunConfig, host_factory: Callable[[RunConfig, Journal], HostDriv
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(1 if crashed else 0)
+
+
+def reload_rules(agent: Any, path: str) -> None:
+    """SIGHUP: re-read the config file's rules; a file with problems is refused and the rules in
+    force are kept. [run] options are read at start only (a restart applies them)."""
+    from vftune import rules
+
+    if not os.path.exists(path):
+        log.warning("SIGHUP: no config file at %s to reload; the rules in force are kept", path)
+        return
+    try:
+        new = rules.load(path)
+    except rules.ConfigError as exc:
+        for p in exc.problems:
+            log.error("config reload refused, keeping the rules in force: %s", p)
+        return
+    log.info("config reloaded from %s: %d rule(s); [run] options apply on restart", path, len(new.rules))
+    agent.set_rules(new)
+

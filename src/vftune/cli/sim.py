@@ -47,7 +47,10 @@ def register_scenario_files(paths: tuple[str, ...]) -> list[str]:
 @click.option("--time", "at", type=click.FloatRange(min=0), default=0.0, show_default=True,
               help="Simulated second whose phase to sweep (phased scenarios).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
-def sweep_command(scenarios: tuple[str, ...], files: tuple[str, ...], seed: int, at: float, as_json: bool) -> None:
+@click.option("--plot", type=click.Path(dir_okay=False, writable=True), default=None, metavar="FILE.svg",
+              help="Also draw throughput and CPU against ITR into this SVG file (one pair of charts per sweep).")
+def sweep_command(scenarios: tuple[str, ...], files: tuple[str, ...], seed: int, at: float, as_json: bool,
+                  plot: str | None) -> None:
     """Steady state with every guest VF fixed at each ITR of a log-spaced grid.
 
     throughput_bps is rx + tx as the VF counters count it, summed over the guest VFs; goodput_bps
@@ -65,6 +68,15 @@ def sweep_command(scenarios: tuple[str, ...], files: tuple[str, ...], seed: int,
     from vftune.sim.sweep import sweep
 
     results = [sweep(name, seed=seed, t=at) for name in dict.fromkeys(names)]
+    if plot:
+        from vftune.sim.sweep_plot import sweep_svg
+
+        try:
+            with open(plot, "w", encoding="utf-8") as out:
+                out.write(sweep_svg(results, seed))
+        except OSError as exc:
+            fail(f"--plot {plot}: cannot write: {exc.strerror}", 2)
+        click.echo(f"wrote {plot}", err=True)
     if as_json:
         click.echo(json.dumps(results[0] if len(results) == 1 else {"sweeps": results}))
         return

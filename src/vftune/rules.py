@@ -1,0 +1,275 @@
+"""The config file (/etc/vftune/vftune.toml): [run] options and per-VF [[rule]]s.
+
+    [run]                                # any `vftune run` option by its long name
+    interval = 1.0
+    [[rule]]                             # first matching rule wins
+    match = { guest = "web-*" }          # or { vf = "0000:03:10.0" } or { pf = "0000:03:00.0" }
+    objective = "latency"                # "throughput" | "efficiency" | "latency"
+    max_interval_us = 100
+    [[rule]]
+    match = { guest = "*" }
+    pin_itr = 20000                      # or exclude = true
+
+load() reads and checks a file and returns every problem at once, each naming the file, the
+key and the value, so `vftune config check` and a SIGHUP reload report the same lines. A
+rule's match keys are shell globs (fnmatch) and must all match; `pf` matches the PF's PCI
+address or its interface name. Imports nothing from the agent: the agent imports this.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import math
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from vftune.config import RunConfig
+from vftune.itr import ITR_MAX_RATE, ITR_MIN_RATE
+
+DEFAULT_PATH = "/etc/vftune/vftune.toml"
+OBJECTIVES = ("throughput", "efficiency", "latency")
+DEFAULT_OBJECTIVE = "throughput"
+MATCH_KEYS = ("pf", "vf", "guest")
+RULE_KEYS = ("match", "objective", "max_interval_us", "pin_itr", "exclude")
+# The 82599's interval field: 2..1022 us.
+MAX_INTERVAL_US_RANGE = (2.0, 1022.0)
+
+# RunConfig fields whose `vftune run` option has another long name than the field's.
+_LONG_NAMES = {"run_for": "for", "retention_h": "retention"}
+_TYPES = {"str": str, "float": float, "int": int, "bool": bool}
+
+
+def _run_options() -> dict[str, tuple[str, type]]:
+    """`vftune run` options by long name -> (RunConfig field, value type), from RunConfig itself,
+    so a new run option is a config key too (tests/test_config_file.py checks the CLI agrees)."""
+    options = {}
+    for f in fields(RunConfig):
+        if f.name == "config":
+            continue
+        kind = _TYPES.get(str(f.type).split("|")[0].strip(), object)  # object: any TOML value
+        options[_LONG_NAMES.get(f.name, f.name.replace("_", "-"))] = (f.name, kind)
+    return options
+
+
+# Options of `vftune run` that are not RunConfig fields: the CLI turns them into one.
+RUN_OPTIONS = {**_run_options(), "scenario-file": ("scenario_files", str)}
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One thing wrong with a config file: where, which key, what value, why."""
+
+    file: str
+    key: str
+    value: object
+    message: str
+
+    def __str__(self) -> str:
+        value = "" if self.value is MISSING else f" = {self.value!r}"
+        return f"{self.file}: {self.key}{value}: {self.message}"
+
+
+MISSING = object()
+
+
+class ConfigError(ValueError):
+    def __init__(self, problems: list[Problem]) -> None:
+        super().__init__("\n".join(str(p) for p in problems))
+        self.problems = problems
+
+
+@dataclass(frozen=True)
+class VfTarget:
+    """What a rule is matched against: one VF, its PF and its guest."""
+
+    vf: str  # VF PCI address
+    pf: str  # PF interface name
+    pf_pci: str
+    guest: str | None
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One [[rule]]: a match and what it sets. `index` is its place in the file, from 1."""
+
+    index: int
+    match: Mapping[str, str]
+    objective: str | None = None
+    max_interval_us: float | None = None
+    pin_itr: int | None = None
+    exclude: bool = False
+
+    def matches(self, t: VfTarget) -> bool:
+        for key, pattern in self.match.items():
+            if key == "vf" and not fnmatch.fnmatchcase(t.vf.lower(), pattern.lower()):
+                return False
+            if key == "pf" and not (fnmatch.fnmatchcase(t.pf_pci.lower(), pattern.lower())
+                                    or fnmatch.fnmatchcase(t.pf, pattern)):
+                return False
+            if key == "guest" and (t.guest is None or not fnmatch.fnmatchcase(t.guest, pattern)):
+                return False
+        return True
+
+    @property
+    def label(self) -> str:
+        what = ", ".join(f"{k}={v}" for k, v in self.match.items())
+        return f"rule {self.index} ({what})"
+
+
+@dataclass(frozen=True)
+class VfRule:
+    """What the rules say about one VF: the agent's input when it builds the VF's policy."""
+
+    objective: str = DEFAULT_OBJECTIVE
+    max_interval_us: float | None = None
+    pin_itr: int | None = None
+    exclude: bool = False
+    source: str | None = None  # the rule that matched, None = no rule
+
+    @property
+    def state(self) -> str | None:
+        """"excluded" or "pinned" when a rule decides the VF's ITR itself; else None."""
+        if self.exclude:
+            return "excluded"
+        return "pinned" if self.pin_itr is not None else None
+
+
+NO_RULE = VfRule()
+
+
+@dataclass(frozen=True)
+class ConfigFile:
+    path: str | None = None
+    run: Mapping[str, Any] = field(default_factory=dict)  # RunConfig field -> value
+    rules: tuple[Rule, ...] = ()
+
+    def rule_for(self, target: VfTarget) -> VfRule:
+        """The first matching rule's settings; NO_RULE when none matches."""
+        for rule in self.rules:
+            if rule.matches(target):
+                return VfRule(
+                    objective=rule.objective or DEFAULT_OBJECTIVE, max_interval_us=rule.max_interval_us,
+                    pin_itr=rule.pin_itr, exclude=rule.exclude, source=rule.label,
+                )
+        return NO_RULE
+
+
+EMPTY = ConfigFile()
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _check_run(file: str, run: object, problems: list[Problem]) -> dict[str, Any]:
+    if not isinstance(run, dict):
+        problems.append(Problem(file, "run", run, "must be a table: [run]"))
+        return {}
+    values: dict[str, Any] = {}
+    for key, value in run.items():
+        name = key.replace("_", "-")
+        where = f"run.{key}"
+        if name not in RUN_OPTIONS:
+            problems.append(Problem(file, where, value, f"not a `vftune run` option; known: {', '.join(RUN_OPTIONS)}"))
+            continue
+        attr, kind = RUN_OPTIONS[name]
+        if kind is float and not _is_number(value):
+            problems.append(Problem(file, where, value, "expected a number"))
+        elif kind is int and (not isinstance(value, int) or isinstance(value, bool)):
+            problems.append(Problem(file, where, value, "expected a whole number"))
+        elif kind is str and not isinstance(value, str):
+            problems.append(Problem(file, where, value, "expected a string"))
+        elif kind is bool and not isinstance(value, bool):
+            problems.append(Problem(file, where, value, "expected true or false"))
+        elif kind is float and value <= 0 and name in ("speed", "for", "interval", "retention"):
+            problems.append(Problem(file, where, value, "must be positive"))
+        elif attr == "scenario_files":
+            values[attr] = (value,)  # click's multiple=True takes a sequence
+        else:
+            values[attr] = float(value) if kind is float else value
+    return values
+
+
+def _check_rule(file: str, index: int, raw: object, problems: list[Problem]) -> Rule | None:
+    where = f"rule[{index}]"
+    if not isinstance(raw, dict):
+        problems.append(Problem(file, where, raw, "must be a table: [[rule]]"))
+        return None
+    before = len(problems)
+    for key in raw:
+        if key not in RULE_KEYS:
+            problems.append(Problem(file, f"{where}.{key}", raw[key], f"unknown rule key; known: {', '.join(RULE_KEYS)}"))
+    match = raw.get("match", MISSING)
+    if match is MISSING:
+        problems.append(Problem(file, f"{where}.match", MISSING, "missing: e.g. match = { guest = \"web-*\" }"))
+        match = {}
+    elif not isinstance(match, dict) or not match:
+        problems.append(Problem(file, f"{where}.match", match, f"must be a table with one or more of {', '.join(MATCH_KEYS)}"))
+        match = {}
+    for key, pattern in match.items():
+        if key not in MATCH_KEYS:
+            problems.append(Problem(file, f"{where}.match.{key}", pattern, f"match by {', '.join(MATCH_KEYS)}"))
+        elif not isinstance(pattern, str) or not pattern:
+            problems.append(Problem(file, f"{where}.match.{key}", pattern, "expected a non-empty string (a glob)"))
+    objective = raw.get("objective")
+    if objective is not None and objective not in OBJECTIVES:
+        problems.append(Problem(file, f"{where}.objective", objective, f"choose from {', '.join(OBJECTIVES)}"))
+    max_us = raw.get("max_interval_us")
+    low, high = MAX_INTERVAL_US_RANGE
+    if max_us is not None and (not _is_number(max_us) or not low <= max_us <= high):
+        problems.append(Problem(file, f"{where}.max_interval_us", max_us, f"expected microseconds in {low:g}..{high:g}"))
+    pin = raw.get("pin_itr")
+    if pin is not None and (not isinstance(pin, int) or isinstance(pin, bool) or not ITR_MIN_RATE <= pin <= ITR_MAX_RATE):
+        problems.append(Problem(file, f"{where}.pin_itr", pin,
+                                f"expected interrupts/s, a whole number in {ITR_MIN_RATE}..{ITR_MAX_RATE}"))
+    exclude = raw.get("exclude", False)
+    if not isinstance(exclude, bool):
+        problems.append(Problem(file, f"{where}.exclude", exclude, "expected true or false"))
+    elif exclude and (pin is not None or objective is not None or max_us is not None):
+        problems.append(Problem(file, f"{where}.exclude", exclude,
+                                "an excluded VF is never written: drop pin_itr, objective and max_interval_us"))
+    if pin is not None and (objective is not None or max_us is not None):
+        problems.append(Problem(file, f"{where}.pin_itr", pin, "a pinned VF is not tuned: drop objective and max_interval_us"))
+    if len(problems) > before:
+        return None
+    return Rule(index=index, match=dict(match), objective=objective,
+                max_interval_us=float(max_us) if max_us is not None else None, pin_itr=pin, exclude=exclude)
+
+
+def parse(text: str, file: str = "<config>") -> tuple[ConfigFile, list[Problem]]:
+    """The config in `text` and every problem found in it (an empty list: the file is good)."""
+    problems: list[Problem] = []
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        return EMPTY, [Problem(file, "toml", MISSING, f"not valid TOML: {exc}")]
+    for key, value in data.items():
+        if key not in ("run", "rule"):
+            problems.append(Problem(file, key, value, "unknown section; the file has [run] and [[rule]]"))
+    run = _check_run(file, data.get("run", {}), problems)
+    raw_rules = data.get("rule", [])
+    rules: list[Rule] = []
+    if not isinstance(raw_rules, list):
+        problems.append(Problem(file, "rule", raw_rules, "must be an array of tables: [[rule]]"))
+    else:
+        for i, raw in enumerate(raw_rules, start=1):
+            rule = _check_rule(file, i, raw, problems)
+            if rule is not None:
+                rules.append(rule)
+    return ConfigFile(path=file, run=run, rules=tuple(rules)), problems
+
+
+def load(path: str) -> ConfigFile:
+    """Read and check a config file; ConfigError lists every problem."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise ConfigError([Problem(path, "file", MISSING, f"cannot read: {reason}")]) from None
+    config, problems = parse(text, path)
+    if problems:
+        raise ConfigError(problems)
+    return config
