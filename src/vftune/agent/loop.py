@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,6 +20,7 @@ from vftune.agent.hybrid import cliff_rate
 from vftune.agent.policy import PfController, PfControllerFactory, VfPolicy, VfPolicyFactory
 from vftune.agent.sampling import RateDeriver
 from vftune.hostdriver.base import HostDriver, HostError
+from vftune.itr import usecs_to_itr
 from vftune.model import (
     AgentView,
     Applied,
@@ -32,6 +33,7 @@ from vftune.model import (
     PfSample,
     PfView,
     SettingValue,
+    VfActuator,
     VfInfo,
     VfSample,
     VfView,
@@ -48,6 +50,11 @@ class AgentConfig:
     prune_every: int = 600  # ticks between retention passes
     fit_every: int = 60  # ticks between cost-model fits
     inventory_every: int = 60  # ticks between inventory re-reads (events trigger one sooner)
+    # Operators' rules: the longest interval (rx-usecs) a VF's own adaptive ITR may choose, by
+    # VF PCI address or "*" for every VF; applied as a lower ITR bound when the VF is found or
+    # changes owner. The one place such rules enter the agent (RunConfig.max_interval_us today,
+    # the config file's per-VF rules once they land).
+    max_interval_us: Mapping[str, int] = field(default_factory=dict)
 
 
 @dataclass
@@ -135,6 +142,7 @@ class Agent:
     def _vf_view(self, vf: VfInfo, st: VfState | None) -> VfView:
         s = st.sample if st else None
         phase = st.policy_state.get("phase") if st else None
+        act = self.host.vf_actuator(vf.pci) or VfActuator("none", f"the {self.host.name} backend does not say")
         return VfView(
             pci=vf.pci, pf=vf.pf, index=vf.index, driver=vf.driver,
             guest=vf.guest.name if vf.guest else None, guest_uuid=vf.guest.uuid if vf.guest else None,
@@ -145,6 +153,7 @@ class Agent:
             fresh=s.fresh if s else None, updated=self.wall(s.t) if s else None,
             last_decision=st.last_decision if st else None,
             policy_state=dict(st.policy_state) if st else {},
+            actuator=act.actuator, actuator_reason=act.reason,
         )
 
     @staticmethod
@@ -195,6 +204,9 @@ class Agent:
         for pci in handed_back:
             owner = _owner(before[pci]) or "no guest"
             decisions.append(self._apply_itr(pci, ItrDecision(0, f"owner changed (was {owner}): back to adaptive"), t))
+        for vf in inv.vfs():
+            if vf.pci not in before or _owner(before[vf.pci]) != _owner(vf.guest):
+                decisions.extend(self._apply_bounds(vf.pci, t))
         if self.store is not None:
             self.store.record_inventory(inv, t)
         return decisions
@@ -209,6 +221,7 @@ class Agent:
                 log.info("inventory refresh: %s", reason)
             decisions.extend(self.refresh_inventory())
         snap = self.host.snapshot()
+        decisions.extend(self._collect(self.wall(snap.time)))
         for err in snap.errors:
             log.warning("snapshot: %s", err)
         itrs = {pci: st.itr for pci, st in self.vfs.items()}
@@ -268,12 +281,40 @@ class Agent:
     def _apply_itr(self, pci: str, decision: ItrDecision, t: float) -> Decision:
         applied = self._call(lambda: self.host.set_vf_itr(pci, decision.itr), pci, "itr", decision.itr)
         st = self.vfs[pci]
-        if applied.ok:
+        if applied.ok and not applied.pending:
             st.itr = int(applied.applied or 0)
-        st.last_decision = decision.reason
+        st.last_decision = decision.reason + (" (queued)" if applied.pending else "")
         self._log_applied(applied, decision.reason)
         return Decision(t, pci, "itr", applied.old, decision.itr, applied.applied, applied.ok,
                         decision.reason, applied.error)
+
+    def _apply_bounds(self, pci: str, t: float) -> list[Decision]:
+        """An operator's max_interval_us for this VF, as a lower bound on its adaptive ITR."""
+        rules = self.config.max_interval_us
+        usecs = rules.get(pci, rules.get("*"))
+        if usecs is None:
+            return []
+        min_itr = usecs_to_itr(usecs)
+        reason = f"rule: max_interval_us {usecs}"
+        applied = self._call(lambda: self.host.set_vf_itr_bounds(pci, min_itr, 0), pci, "itr_bounds", f"{min_itr}..0")
+        self._log_applied(applied, reason)
+        return [Decision(t, pci, "itr_bounds", applied.old, applied.requested, applied.applied, applied.ok,
+                         reason, applied.error)]
+
+    def _collect(self, t: float) -> list[Decision]:
+        """Writes the host finished since the last tick (the guest agent's, read back in the guest)."""
+        decisions = []
+        for a in self.host.collect_applied():
+            st = self.vfs.get(a.target)
+            reason = "read back after an asynchronous write"
+            if a.setting == "itr" and st is not None:
+                with self.lock:
+                    if a.ok:
+                        st.itr = int(a.applied or 0)
+                    st.last_decision = f"{st.last_decision or ''}: {'applied' if a.ok else 'failed'}".lstrip(": ")
+            self._log_applied(a, reason)
+            decisions.append(Decision(t, a.target, a.setting, a.old, a.requested, a.applied, a.ok, reason, a.error))
+        return decisions
 
     def _apply_mode(self, pf: str, decision: ModeDecision, t: float) -> list[Decision]:
         applied = self._call(

@@ -73,6 +73,12 @@ class CostModel(ViewModel):
     note: str | None
 
 
+class VfActuatorOut(ViewModel):
+    pci: str
+    actuator: str = Field(description="how the VF's ITR is set: patched, guest-agent or none")
+    actuator_reason: str
+
+
 class HostOut(ViewModel):
     backend: str
     detail: str
@@ -84,6 +90,7 @@ class HostOut(ViewModel):
     pfs: list[PfOut]
     ignored: list[IgnoredOut]
     cost_model: CostModel
+    actuators: list[VfActuatorOut] = Field(description="per VF: which actuator sets its ITR, and why")
 
 
 class VfOut(ViewModel):
@@ -105,6 +112,9 @@ class VfOut(ViewModel):
     fresh: bool | None
     updated: float | None
     last_decision: str | None
+    actuator: str = Field(description="how its ITR is set: patched (the PF's sysfs), guest-agent (the guest's "
+                          "ethtool through its QEMU guest agent) or none (observed only)")
+    actuator_reason: str
 
 
 class VfDetail(VfOut):

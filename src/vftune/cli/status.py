@@ -57,13 +57,13 @@ def render(state: dict[str, Any], console: Console) -> None:
                     str(pf["napi_budget"] or "-"), _rate(pf["rx_pps"], "p/s"), pf["last_decision"] or "")
     console.print(pfs)
     vfs = Table(title="VFs", title_justify="left")
-    for col in ("VF", "PF", "#", "guest", "ITR/s", "rx", "rx pps", "tx", "irq/s", "cpu", "phase", "last decision"):
+    for col in ("VF", "PF", "#", "guest", "actuator", "ITR/s", "rx", "rx pps", "tx", "irq/s", "cpu", "phase", "last decision"):
         vfs.add_column(col, justify="right" if col in {"#", "ITR/s", "rx", "rx pps", "tx", "irq/s", "cpu"} else "left")
     for vf in state["vfs"]:
         itr = itr_label(vf["itr"], unit="")  # the column says per second
         cpu = "-" if vf["guest_cpu"] is None else f"{vf['guest_cpu']:.2f}"
         vfs.add_row(
-            vf["pci"], vf["pf"], str(vf["index"]), vf["guest"] or "-", itr,
+            vf["pci"], vf["pf"], str(vf["index"]), vf["guest"] or "-", vf.get("actuator", "-"), itr,
             _rate(vf["rx_bps"], "b/s"), _rate(vf["rx_pps"], "p/s"), _rate(vf["tx_bps"], "b/s"),
             _rate(vf["interrupts_per_s"], "/s"), cpu, vf["phase"] or vf["policy"], vf["last_decision"] or "",
         )

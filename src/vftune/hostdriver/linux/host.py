@@ -25,7 +25,7 @@ from vftune.hostdriver.linux.netlink_vfstats import LinkStats, as_source, parse_
 from vftune.hostdriver.linux.proc_interrupts import InterruptCounts, parse_interrupts
 from vftune.hostdriver.linux.sysfs_inventory import PfDevice, SysfsScan, scan
 from vftune.hostdriver.linux.sysfs_io import describe_oserror, read_optional, read_text, write_text
-from vftune.itr import itr_to_usecs, usecs_to_itr
+from vftune.itr import ITR_MAX_RATE, ITR_MIN_RATE, itr_bounds_to_usecs, itr_to_usecs, usecs_bounds_to_itr, usecs_to_itr
 from vftune.model import RX_MODES, Applied, Capabilities, Inventory, PfCounters, SettingValue, Snapshot, VfCounters
 
 log = logging.getLogger("vftune.linux")
@@ -61,7 +61,15 @@ class GuestAgentWrite:
     usecs: int  # what restore() asks the guest for
 
 
-LinuxWrite = SysfsWrite | VfItrWrite | GuestAgentWrite
+@dataclasses.dataclass(frozen=True)
+class VfBoundsWrite:
+    min_path: str  # the patched PF's per-VF itr_min_usecs
+    max_path: str  # and itr_max_usecs
+    old_min: int
+    old_max: int
+
+
+LinuxWrite = SysfsWrite | VfItrWrite | GuestAgentWrite | VfBoundsWrite
 
 
 class LinuxHost(HostDriver):
@@ -185,6 +193,7 @@ class LinuxHost(HostDriver):
         return Capabilities(
             backend=self.name,
             vf_itr=bool(patched_itr) or bool(self._guest_agent_itr),
+            vf_itr_bounds=bool(patched_itr),
             rx_modes=tuple(m for m in RX_MODES if m in modes) if devs else ("napi",),
             napi_budget=napi_budget,
             counter_refresh_s=self._refresh_s(sysfs),
@@ -319,6 +328,60 @@ class LinuxHost(HostDriver):
             return self._failed(vf_pci, "itr", itr, str(exc))
         return Applied(vf_pci, "itr", itr, usecs_to_itr(int(old)), usecs_to_itr(int(now)))
 
+    def set_vf_itr_bounds(self, vf_pci: str, min_itr: int, max_itr: int) -> Applied:
+        """The patched PF's itr_min_usecs / itr_max_usecs, written in an order that never crosses."""
+        requested = f"{min_itr}..{max_itr}"
+        sysfs = self._current_scan()
+        vf = sysfs.vf_devices.get(vf_pci)
+        if vf is None:
+            return self._failed(vf_pci, "itr_bounds", requested, f"{vf_pci}: not a VF of a managed 82599 PF")
+        for name, rate in (("min", min_itr), ("max", max_itr)):
+            if rate != 0 and not ITR_MIN_RATE <= rate <= ITR_MAX_RATE:
+                return self._failed(vf_pci, "itr_bounds", requested, f"{vf_pci}: {name} ITR {rate} outside "
+                                    f"{ITR_MIN_RATE}..{ITR_MAX_RATE} interrupts/s (0 = open)")
+        if min_itr and max_itr and min_itr > max_itr:
+            return self._failed(vf_pci, "itr_bounds", requested, f"{vf_pci}: min ITR {min_itr} above max {max_itr}")
+        dev = sysfs.pf_devices[vf.pf]
+        if not dev.patched_itr:
+            return self._failed(vf_pci, "itr_bounds", requested, f"{dev.device_dir}/{pa.SRIOV_DIR}: absent, {vf.pf} "
+                                "runs stock ixgbe without per-VF ITR bounds")
+        min_path, max_path = pa.vf_itr_min_usecs(dev.device_dir, vf.index), pa.vf_itr_max_usecs(dev.device_dir, vf.index)
+        new_min, new_max = itr_bounds_to_usecs(min_itr, max_itr)
+        try:
+            old_min, old_max = self._read_bounds(min_path, max_path)
+            self._journal.remember(str(min_path.parent), "itr_bounds",
+                                   VfBoundsWrite(str(min_path), str(max_path), old_min, old_max))
+            self._write_bounds(min_path, max_path, new_min, new_max)
+            now = self._read_bounds(min_path, max_path)
+        except HostError as exc:
+            return self._failed(vf_pci, "itr_bounds", requested, str(exc))
+        old_rates, now_rates = usecs_bounds_to_itr(old_min, old_max), usecs_bounds_to_itr(*now)
+        ok = now == (new_min, new_max)
+        return Applied(vf_pci, "itr_bounds", requested, "{}..{}".format(*old_rates), "{}..{}".format(*now_rates), ok=ok,
+                       error=None if ok else f"{min_path.parent}: bounds read back {now[0]}..{now[1]} us, "
+                       f"not {new_min}..{new_max}")
+
+    @staticmethod
+    def _read_bounds(min_path: Path, max_path: Path) -> tuple[int, int]:
+        values = []
+        for path in (min_path, max_path):
+            text = read_text(path)
+            if not text.isdigit():
+                raise HostError(f"{path}: reads {text!r:.40}, not a number")
+            values.append(int(text))
+        return values[0], values[1]
+
+    @staticmethod
+    def _write_bounds(min_path: Path, max_path: Path, new_min: int, new_max: int) -> None:
+        """Never let min pass max on the way (ERANGE): raise max before min, else min first."""
+        old_max = int(read_text(max_path) or 0)
+        if new_min and old_max and new_min > old_max:
+            write_text(max_path, str(new_max))
+            write_text(min_path, str(new_min))
+        else:
+            write_text(min_path, str(new_min))
+            write_text(max_path, str(new_max))
+
     def _push_via_guest_agent(self, vf_pci: str, itr: int, usecs: int) -> Applied:
         guest = (self._guests.view().by_pci.get(vf_pci) if self._guests is not None else None)
         if guest is None or self._guests is None:
@@ -387,6 +450,8 @@ class LinuxHost(HostDriver):
                     results.append(self._failed(entry.path, path.name, entry.old, str(exc)))
             elif isinstance(entry, VfItrWrite):
                 results.append(self._restore_vf_itr(Path(entry.path), entry.old_request, entry.ran_usecs))
+            elif isinstance(entry, VfBoundsWrite):
+                results.append(self._restore_bounds(entry))
             elif self._guests is not None:
                 try:
                     self._guests.agent_set_rx_usecs(entry.guest, entry.ifname, entry.usecs)
@@ -408,6 +473,19 @@ class LinuxHost(HostDriver):
             return Applied(str(path), path.name, old_request, before, read_text(path))
         except HostError as exc:
             return self._failed(str(path), path.name, old_request, str(exc))
+
+    def _restore_bounds(self, entry: VfBoundsWrite) -> Applied:
+        """Both bounds back to what the VF had (0, none, unless someone else set them), safely ordered."""
+        min_path, max_path = Path(entry.min_path), Path(entry.max_path)
+        target, want = str(min_path.parent), f"{entry.old_min}..{entry.old_max}"
+        try:
+            before = "{}..{}".format(*self._read_bounds(min_path, max_path))
+            self._write_bounds(min_path, max_path, entry.old_min, entry.old_max)
+            now = "{}..{}".format(*self._read_bounds(min_path, max_path))
+        except HostError as exc:
+            return self._failed(target, "itr_bounds", want, str(exc))
+        return Applied(target, "itr_bounds", want, before, now, ok=now == want,
+                       error=None if now == want else f"{target}: bounds read back {now} us, not {want}")
 
     def close(self) -> None:
         if self._guests is not None:
