@@ -204,3 +204,16 @@ def test_counter_health_keeps_stale_while_interrupts_move() -> None:
         h = health.update("v", t, packets=10, interrupts=irqs, always_fresh=False)
         # Interrupts keep coming but the copy never changes: the counters are stale, not idle.
         assert h.stale and h.counters_time == 0.0
+
+
+def test_vf_macs_come_from_netlink_and_reach_the_inventory(tmp_path: Path) -> None:
+    host, counting, _ = host_on(tmp_path, libvirt=False)
+    try:
+        counting.macs[(hosttree.PF0[1], 0)] = "02:aa:bb:cc:dd:01"
+        assert host.inventory().vf(PF0_VF0).mac is None  # not read yet: inventory does not ask netlink
+        snap = host.snapshot()
+        assert snap.vfs[PF0_VF0].mac == "02:aa:bb:cc:dd:01"
+        assert snap.vfs[PF1_VF0].mac == "52:54:00:05:00:00"
+        assert host.inventory().vf(PF0_VF0).mac == "02:aa:bb:cc:dd:01"
+    finally:
+        host.close()

@@ -101,6 +101,7 @@ class LinuxHost(HostDriver):
         self._sleeper = sleeper
         self._libvirt_wait_s = libvirt_wait_s
         self._journal: WriteJournal[LinuxWrite] = WriteJournal()
+        self._macs: dict[str, str] = {}  # VF PCI -> IFLA_VF_MAC, from the latest snapshot
         self._cpu = ProcessCpu(self.procfs_root)
         self._scan: SysfsScan | None = None
         self._health: CounterHealth | None = None
@@ -135,8 +136,10 @@ class LinuxHost(HostDriver):
     def inventory(self) -> Inventory:
         sysfs = scan(self.sysfs_root)
         guests = self._guest_view().by_pci
+        macs = dict(self._macs)  # IFLA_VF_MAC as the last snapshot read it (netlink is read once a tick)
         pfs = tuple(
-            dataclasses.replace(pf, vfs=tuple(dataclasses.replace(vf, guest=guests.get(vf.pci)) for vf in pf.vfs))
+            dataclasses.replace(pf, vfs=tuple(dataclasses.replace(vf, guest=guests.get(vf.pci), mac=macs.get(vf.pci))
+                                              for vf in pf.vfs))
             for pf in sysfs.pfs
         )
         with self._inventory_lock:
@@ -257,7 +260,10 @@ class LinuxHost(HostDriver):
                 rx_packets=stat.rx_packets, rx_bytes=stat.rx_bytes,
                 tx_packets=stat.tx_packets, tx_bytes=stat.tx_bytes,
                 interrupts=irqs, counters_time=h.counters_time, stale=h.stale, interrupts_frozen=h.interrupts_frozen,
+                mac=stat.mac,
             )
+            if stat.mac:
+                self._macs[pci] = stat.mac
 
         guest_cpu: dict[str, float] = {}
         if self._guests is not None:
