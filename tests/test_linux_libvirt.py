@@ -5,6 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import threading
+import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -15,6 +16,7 @@ import hosttree
 from linux_host import make_host, make_tree
 
 from vftune.hostdriver.base import HostError
+from vftune.model import Applied, VfActuator
 from vftune.hostdriver.linux.libvirt_guests import (
     MISSING_LIBVIRT,
     Backoff,
@@ -149,17 +151,32 @@ def test_connection_lost_mid_query_reconnects(tmp_path: Path) -> None:
         directory.stop()
 
 
-def test_guest_agent_push_is_off_by_default_and_fails_cleanly_where_unsupported(tmp_path: Path) -> None:
+def test_guest_agent_through_libvirt_reports_an_agentless_guest_and_writes_nothing(tmp_path: Path) -> None:
+    """--guest-agent auto on libvirt's test driver: stock-PF VFs go to the guest agent, whose
+    qemuAgentCommand the test driver does not serve: "none" with libvirt's own reason, and a
+    write is a clear failure, never a silent success."""
     stock_vf = hosttree.vf_bdf(hosttree.PF1[0], 0)
-    host, _ = make_host(tmp_path, guest_agent_itr={stock_vf: "eth1"})
+    patched_vf = hosttree.vf_bdf(hosttree.PF0[0], 0)
+    host, _ = make_host(tmp_path, guest_agent="auto")
     try:
         host.inventory()
-        a = host.set_vf_itr(stock_vf, 20000)
-        # The test driver has no QEMU guest agent: a clear error naming guest, command and cause.
-        assert not a.ok and a.error.startswith("guest vm-web0: guest agent ethtool -C eth1 rx-usecs 48: ")
-        other = hosttree.vf_bdf(hosttree.PF1[0], 1)
-        assert "runs stock ixgbe" in (host.set_vf_itr(other, 20000).error or "")
-        assert host.restore() == []
+        host.snapshot()  # the VFs' MACs come with the netlink VF info
+        assert host.vf_actuator(patched_vf) == VfActuator("patched", "patched ixgbe: the PF's sriov/0/itr_usecs")
+        unheld = host.vf_actuator(hosttree.vf_bdf(hosttree.PF1[0], 6))
+        assert unheld is not None and unheld.actuator == "none" and "bound to ixgbevf on the host" in unheld.reason
+        submitted = host.set_vf_itr(stock_vf, 20000)
+        assert submitted.ok and submitted.pending
+        deadline = time.monotonic() + WAIT_S
+        results: list[Applied] = []
+        while not results and time.monotonic() < deadline:
+            results = host.collect_applied()
+            time.sleep(0.01)
+        assert results and not results[0].ok and results[0].target == stock_vf
+        status = host.vf_actuator(stock_vf)
+        assert status is not None and status.actuator == "none" and "vm-web0" in status.reason
+        refused = host.set_vf_itr(stock_vf, 20000)  # backing off: refused at once, with the reason
+        assert not refused.ok and "backing off" in (refused.error or "")
+        assert host.restore() == []  # nothing was journaled: the guest's ethtool never ran
     finally:
         host.close()
 

@@ -10,9 +10,12 @@ from __future__ import annotations
 import socket
 from dataclasses import dataclass
 
+from vftune.itr import MAX_RX_USECS
+
 DEFAULT_LISTEN = "127.0.0.1:8740"
 DEFAULT_SCENARIO = "mixed-host"
 LOG_LEVELS = ("debug", "info", "warning", "error")
+GUEST_AGENT_MODES = ("auto", "on", "off")  # hostdriver/linux/guest_wiring.py says what each does
 
 
 @dataclass(frozen=True)
@@ -54,10 +57,17 @@ class RunConfig:
     sysfs_root: str = "/sys"
     procfs_root: str = "/proc"
     libvirt_uri: str = "qemu:///system"  # "none": no guest ownership
+    # Set VFs' ITR inside their guests (ethtool through the QEMU guest agent): auto where the
+    # patched PF cannot, on for every guest-held VF, off never.
+    guest_agent: str = "auto"
+    guest_agent_sockets: str | None = None  # DIR of <guest>.sock agent sockets instead of libvirt
     # What it does.
     policy: str = "search"  # per-VF ITR policy spec (agent/policies.py)
     pf_mode: str = "hybrid"  # per-PF rx mode controller spec
     interval: float = 1.0  # seconds of host time per tick
+    # Longest interval (rx-usecs) a VF's own adaptive ITR may pick, for every VF; None = no bound.
+    # The config file's per-VF max_interval_us rules will feed the same AgentConfig field.
+    max_interval_us: int | None = None
     run_for: float | None = None  # wall seconds until a clean stop; None = until a signal
     # Where it keeps and serves what it does.
     db: str = "vftune.db"  # SQLite history file
@@ -86,5 +96,9 @@ class RunConfig:
         for option, value in (("--speed", self.speed), ("--interval", self.interval), ("--for", self.run_for)):
             if value is not None and not value > 0:
                 raise ValueError(f"{option} {value}: must be positive")
+        if self.guest_agent not in GUEST_AGENT_MODES:
+            raise ValueError(f"--guest-agent {self.guest_agent!r}: choose from {', '.join(GUEST_AGENT_MODES)}")
+        if self.max_interval_us is not None and not 2 <= self.max_interval_us <= MAX_RX_USECS:
+            raise ValueError(f"--max-interval-us {self.max_interval_us}: must be 2..{MAX_RX_USECS} (rx-usecs)")
         if self.log_level not in LOG_LEVELS:
             raise ValueError(f"--log-level {self.log_level!r}: choose from {', '.join(LOG_LEVELS)}")

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from vftune.cli.common import fail
-from vftune.config import DEFAULT_SCENARIO, LOG_LEVELS, Listen, RunConfig
+from vftune.config import DEFAULT_SCENARIO, GUEST_AGENT_MODES, LOG_LEVELS, Listen, RunConfig
 
 if TYPE_CHECKING:
     from vftune.hostdriver.base import HostDriver
@@ -44,7 +44,8 @@ def _open_host(config: RunConfig) -> HostDriver:
         return SimHost(config.sim, seed=config.seed, speed=config.speed)
     from vftune.hostdriver.linux.host import LinuxHost
 
-    return LinuxHost(sysfs_root=config.sysfs_root, procfs_root=config.procfs_root, libvirt_uri=config.libvirt)
+    return LinuxHost(sysfs_root=config.sysfs_root, procfs_root=config.procfs_root, libvirt_uri=config.libvirt,
+                     guest_agent=config.guest_agent, guest_agent_sockets=config.guest_agent_sockets)
 
 
 @click.command("run")
@@ -73,6 +74,13 @@ def _open_host(config: RunConfig) -> HostDriver:
               help="Where procfs is mounted (linux backend).")
 @click.option("--libvirt-uri", default=DEFAULTS.libvirt_uri, show_default=True,
               help="libvirt connection for guest ownership (linux backend); 'none' to skip.")
+@click.option("--guest-agent", type=click.Choice(GUEST_AGENT_MODES), default=DEFAULTS.guest_agent, show_default=True,
+              help="Set VF ITRs inside guests with their ethtool through the QEMU guest agent: auto where the "
+              "patched PF cannot, on for every guest-held VF, off never (linux backend).")
+@click.option("--guest-agent-sockets", default=DEFAULTS.guest_agent_sockets, metavar="DIR",
+              help="Reach guest agents on DIR/<guest>.sock instead of through libvirt.")
+@click.option("--max-interval-us", type=int, default=DEFAULTS.max_interval_us, metavar="USECS",
+              help="Longest interval (rx-usecs) a VF's own adaptive ITR may pick (patched driver's bounds).")
 @click.option("--log-level", type=click.Choice(LOG_LEVELS), default=DEFAULTS.log_level, show_default=True)
 def command(**options: Any) -> None:
     """Run the agent and its API until stopped; every value it wrote is restored on stop."""
@@ -118,7 +126,9 @@ def run(config: RunConfig) -> None:
     try:
         host = _open_host(config)
         agent = Agent(host, store, policy_factory, pf_factory,
-                      AgentConfig(interval=config.interval, retention=config.retention_h * 3600))
+                      AgentConfig(interval=config.interval, retention=config.retention_h * 3600,
+                                  max_interval_us={} if config.max_interval_us is None else
+                                  {"*": config.max_interval_us}))
         agent.start(config.detail)
     except PolicyError as exc:
         store.close()

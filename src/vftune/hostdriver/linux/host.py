@@ -12,7 +12,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -20,13 +20,26 @@ from vftune.hostdriver.base import HostDriver, HostError, WriteJournal
 from vftune.hostdriver.linux import patched_attrs as pa
 from vftune.hostdriver.linux.counter_health import CounterHealth
 from vftune.hostdriver.linux.cpu import ProcessCpu, parse_proc_stat
-from vftune.hostdriver.linux.libvirt_guests import GuestDirectory, GuestView
+from vftune.hostdriver.linux.guest_agent import AgentChannel, Limits, libvirt_connector, socket_connector
+from vftune.hostdriver.linux.guest_wiring import DEFAULT_LIMITS, GuestAgentWiring, GuestJournal, MemoryGuestJournal
+from vftune.hostdriver.linux.libvirt_guests import GuestDirectory, GuestView, import_libvirt
 from vftune.hostdriver.linux.netlink_vfstats import LinkStats, as_source, parse_link
 from vftune.hostdriver.linux.proc_interrupts import InterruptCounts, parse_interrupts
 from vftune.hostdriver.linux.sysfs_inventory import PfDevice, SysfsScan, scan
 from vftune.hostdriver.linux.sysfs_io import describe_oserror, read_optional, read_text, write_text
 from vftune.itr import ITR_MAX_RATE, ITR_MIN_RATE, itr_bounds_to_usecs, itr_to_usecs, usecs_bounds_to_itr, usecs_to_itr
-from vftune.model import RX_MODES, Applied, Capabilities, Inventory, PfCounters, SettingValue, Snapshot, VfCounters
+from vftune.model import (
+    RX_MODES,
+    Applied,
+    Capabilities,
+    Inventory,
+    PfCounters,
+    SettingValue,
+    Snapshot,
+    VfActuator,
+    VfCounters,
+    VfInfo,
+)
 
 log = logging.getLogger("vftune.linux")
 
@@ -54,14 +67,6 @@ class VfItrWrite:
 
 
 @dataclasses.dataclass(frozen=True)
-class GuestAgentWrite:
-    vf: str
-    guest: str
-    ifname: str  # the VF's interface inside the guest
-    usecs: int  # what restore() asks the guest for
-
-
-@dataclasses.dataclass(frozen=True)
 class VfBoundsWrite:
     min_path: str  # the patched PF's per-VF itr_min_usecs
     max_path: str  # and itr_max_usecs
@@ -69,7 +74,7 @@ class VfBoundsWrite:
     old_max: int
 
 
-LinuxWrite = SysfsWrite | VfItrWrite | GuestAgentWrite | VfBoundsWrite
+LinuxWrite = SysfsWrite | VfItrWrite | VfBoundsWrite
 
 
 class LinuxHost(HostDriver):
@@ -83,20 +88,24 @@ class LinuxHost(HostDriver):
         netlink: Any = None,
         *,
         run_root: str | os.PathLike[str] = "/run",
-        guest_agent_itr: Mapping[str, str] | None = None,
+        guest_agent: str = "off",
+        guest_agent_sockets: str | os.PathLike[str] | None = None,
+        guest_agent_limits: Limits = DEFAULT_LIMITS,
+        guest_journal: GuestJournal | None = None,
         clock: Callable[[], float] = time.monotonic,
         sleeper: Callable[[float], None] = time.sleep,
         libvirt_wait_s: float = 5.0,
     ) -> None:
         """netlink: None opens pyroute2's IPRoute; an IPRoute (e.g. in a netns) or any object with
         link_reply(ifname) -> wire bytes is used instead.
-        guest_agent_itr: VF PCI address -> interface name inside its guest, for guests whose
-        ITR is pushed through the QEMU guest agent (off unless listed)."""
+        guest_agent: "auto", "on" or "off" (guest_wiring.py): when a VF's ITR is set inside its
+        guest with the guest's ethtool through the QEMU guest agent. guest_agent_sockets: a
+        directory of agent sockets named <guest>.sock, used instead of libvirt's
+        qemuAgentCommand (hosts without libvirt, tests)."""
         self.sysfs_root = Path(sysfs_root)
         self.procfs_root = Path(procfs_root)
         self.libvirt_uri = libvirt_uri
         self._source = as_source(netlink)
-        self._guest_agent_itr = dict(guest_agent_itr or {})
         self._clock = clock
         self._sleeper = sleeper
         self._libvirt_wait_s = libvirt_wait_s
@@ -112,6 +121,27 @@ class LinuxHost(HostDriver):
             self._guests = GuestDirectory(
                 libvirt_uri, self.procfs_root, Path(run_root), on_change=self._on_guests_changed
             )
+        self._guest_agent = self._wire_guest_agent(guest_agent, guest_agent_sockets, guest_agent_limits,
+                                                    guest_journal or MemoryGuestJournal())
+        self._vf_infos: tuple[VfInfo, ...] = ()
+
+    def _wire_guest_agent(self, mode: str, sockets: str | os.PathLike[str] | None, limits: Limits,
+                          journal: GuestJournal) -> GuestAgentWiring:
+        """The transport: agent sockets where given, else libvirt's qemuAgentCommand."""
+        connect: Callable[[str], AgentChannel] | None = None
+        unavailable = ""
+        if sockets is not None:
+            where = Path(sockets)
+            connect = socket_connector(lambda guest: where / f"{guest}.sock")
+        elif self._guests is not None:
+            guests = self._guests
+
+            def connect(guest: str) -> AgentChannel:  # on the guest's worker: a missing libvirt is its error
+                import_libvirt()
+                return libvirt_connector(guests.connection)(guest)
+        else:
+            unavailable = "no libvirt connection (--libvirt-uri none) and no --guest-agent-sockets"
+        return GuestAgentWiring(mode, connect, journal, unavailable=unavailable, limits=limits, clock=self._clock)
 
     # -- inventory ----------------------------------------------------------------
 
@@ -142,6 +172,8 @@ class LinuxHost(HostDriver):
                                               for vf in pf.vfs))
             for pf in sysfs.pfs
         )
+        self._vf_infos = tuple(vf for pf in pfs for vf in pf.vfs)
+        self._guest_agent.sync(self._vf_infos, self._patched_refusal)
         with self._inventory_lock:
             self._scan = sysfs
             if self._health is None:
@@ -149,6 +181,22 @@ class LinuxHost(HostDriver):
             self._health.refresh_s = self._refresh_s(sysfs)
             self._health.forget(set(sysfs.vf_devices))
         return Inventory(pfs=pfs, ignored=sysfs.ignored)
+
+    def _patched_refusal(self, vf: VfInfo) -> str | None:
+        """None when the patched PF can push this VF's ITR now; else why not, in one line."""
+        dev = self._scan.pf_devices.get(vf.pf) if self._scan is not None else None
+        if dev is None or not dev.patched_itr:
+            return f"{vf.pf} runs stock ixgbe (no {pa.SRIOV_DIR}/): the PF cannot push this VF's ITR"
+        capable = pa.vf_itr_capable(dev.device_dir, vf.index)
+        if read_optional(capable) != "1":
+            return f"{capable} is not 1: the VF's driver has not fetched the host's ITR (stock ixgbevf?)"
+        return None
+
+    def vf_actuator(self, vf_pci: str) -> VfActuator | None:
+        return self._guest_agent.status(vf_pci)
+
+    def collect_applied(self) -> list[Applied]:
+        return self._guest_agent.collect()
 
     def _current_scan(self) -> SysfsScan:
         if self._scan is None:
@@ -195,7 +243,7 @@ class LinuxHost(HostDriver):
             missing.extend(self._guest_view().errors)
         return Capabilities(
             backend=self.name,
-            vf_itr=bool(patched_itr) or bool(self._guest_agent_itr),
+            vf_itr=bool(patched_itr) or self._guest_agent.actuator is not None,
             vf_itr_bounds=bool(patched_itr),
             rx_modes=tuple(m for m in RX_MODES if m in modes) if devs else ("napi",),
             napi_budget=napi_budget,
@@ -245,6 +293,7 @@ class LinuxHost(HostDriver):
             pfs[name] = self._pf_counters(dev, link)
 
         vfs: dict[str, VfCounters] = {}
+        macs_changed = False
         for pci, vf in sysfs.vf_devices.items():
             pf_link = links.get(vf.pf)
             if pf_link is None:
@@ -262,9 +311,13 @@ class LinuxHost(HostDriver):
                 interrupts=irqs, counters_time=h.counters_time, stale=h.stale, interrupts_frozen=h.interrupts_frozen,
                 mac=stat.mac,
             )
-            if stat.mac:
+            if stat.mac and self._macs.get(pci) != stat.mac:
                 self._macs[pci] = stat.mac
+                macs_changed = True
 
+        if macs_changed:  # a VF got (or changed) its MAC: the guest agent finds its interface by it
+            self._vf_infos = tuple(dataclasses.replace(vf, mac=self._macs.get(vf.pci)) for vf in self._vf_infos)
+            self._guest_agent.sync(self._vf_infos, self._patched_refusal)
         guest_cpu: dict[str, float] = {}
         if self._guests is not None:
             for guest in {g.name: g for g in self._guests.view().by_pci.values()}.values():
@@ -313,9 +366,9 @@ class LinuxHost(HostDriver):
             return self._failed(vf_pci, "itr", itr, f"{vf_pci}: not a VF of a managed 82599 PF")
         dev = sysfs.pf_devices[vf.pf]
         usecs = pa.ITR_ADAPTIVE if itr <= 0 else itr_to_usecs(itr)
+        if self._guest_agent.handles(vf_pci):  # asynchronous: the outcome comes from collect_applied()
+            return self._guest_agent.submit(vf_pci, itr)
         if not dev.patched_itr:
-            if vf_pci in self._guest_agent_itr:
-                return self._push_via_guest_agent(vf_pci, itr, usecs)
             return self._failed(vf_pci, "itr", itr, f"{dev.device_dir}/{pa.SRIOV_DIR}: absent, {vf.pf} runs "
                                 "stock ixgbe without per-VF ITR")
         itr_path = pa.vf_itr_usecs(dev.device_dir, vf.index)
@@ -388,19 +441,6 @@ class LinuxHost(HostDriver):
             write_text(min_path, str(new_min))
             write_text(max_path, str(new_max))
 
-    def _push_via_guest_agent(self, vf_pci: str, itr: int, usecs: int) -> Applied:
-        guest = (self._guests.view().by_pci.get(vf_pci) if self._guests is not None else None)
-        if guest is None or self._guests is None:
-            return self._failed(vf_pci, "itr", itr, f"{vf_pci}: no running guest holds this VF")
-        ifname = self._guest_agent_itr[vf_pci]
-        try:
-            self._guests.agent_set_rx_usecs(guest.name, ifname, usecs)
-        except HostError as exc:
-            return self._failed(vf_pci, "itr", itr, str(exc))
-        # ixgbevf's default is adaptive (1); that is what restore() puts back.
-        self._journal.remember(vf_pci, "guest_agent", GuestAgentWrite(vf_pci, guest.name, ifname, pa.ITR_ADAPTIVE))
-        return Applied(vf_pci, "itr", itr, None, usecs_to_itr(usecs))
-
     def set_pf_rx_mode(self, pf: str, mode: str, napi_budget: int | None = None,
                        cliff_pps: float | None = None, epsilon: float | None = None) -> Applied:
         dev = self._current_scan().pf_devices.get(pf)
@@ -458,13 +498,7 @@ class LinuxHost(HostDriver):
                 results.append(self._restore_vf_itr(Path(entry.path), entry.old_request, entry.ran_usecs))
             elif isinstance(entry, VfBoundsWrite):
                 results.append(self._restore_bounds(entry))
-            elif self._guests is not None:
-                try:
-                    self._guests.agent_set_rx_usecs(entry.guest, entry.ifname, entry.usecs)
-                    results.append(Applied(entry.vf, "itr", 0, None, 0))
-                except HostError as exc:
-                    results.append(self._failed(entry.vf, "itr", 0, str(exc)))
-        return results
+        return self._guest_agent.restore() + results
 
     def _restore_vf_itr(self, path: Path, old_request: str, ran_usecs: int) -> Applied:
         """Put back the VF's own setting, then the old request: 0 ("no request") keeps what the VF runs.
@@ -494,6 +528,7 @@ class LinuxHost(HostDriver):
                        error=None if now == want else f"{target}: bounds read back {now} us, not {want}")
 
     def close(self) -> None:
+        self._guest_agent.close()
         if self._guests is not None:
             self._guests.stop()
         self._source.close()
