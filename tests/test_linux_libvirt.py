@@ -16,7 +16,6 @@ import hosttree
 from linux_host import make_host, make_tree
 
 from vftune.hostdriver.base import HostError
-from vftune.model import Applied, VfActuator
 from vftune.hostdriver.linux.libvirt_guests import (
     MISSING_LIBVIRT,
     Backoff,
@@ -26,6 +25,7 @@ from vftune.hostdriver.linux.libvirt_guests import (
     guests_from_domains,
     hostdev_addresses,
 )
+from vftune.model import Applied, VfActuator
 
 libvirt = pytest.importorskip("libvirt")
 WAIT_S = 10.0  # upper bound for a libvirt event to arrive; a pass takes milliseconds

@@ -8,6 +8,7 @@ import signal
 import socket
 import sys
 import threading
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -94,8 +95,9 @@ def command(**options: Any) -> None:
     run(RunConfig(**options))
 
 
-def run(config: RunConfig) -> None:
-    """Everything `vftune run` does, from a validated config to a clean stop."""
+def run(config: RunConfig, open_host: Callable[[RunConfig], HostDriver] | None = None) -> None:
+    """Everything `vftune run` does, from a validated config to a clean stop. open_host replaces
+    the backend the config names (embedding, and tests that feed the Linux backend recorded netlink)."""
     import uvicorn
 
     from vftune.agent.loop import Agent, AgentConfig
@@ -124,7 +126,7 @@ def run(config: RunConfig) -> None:
         sock.close()
         fail(f"--db {config.db}: {exc}", 2)
     try:
-        host = _open_host(config)
+        host = (open_host or _open_host)(config)
         agent = Agent(host, store, policy_factory, pf_factory,
                       AgentConfig(interval=config.interval, retention=config.retention_h * 3600,
                                   max_interval_us={} if config.max_interval_us is None else

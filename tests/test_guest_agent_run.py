@@ -1,0 +1,99 @@
+"""Issue 14 end to end: `vftune run --policy fixed:20000` on the fixture host sets a VF's
+rx-usecs inside its "guest" (a network namespace with a real qemu-ga) through the guest agent,
+`vftune status` shows the guest-agent actuator, and SIGTERM puts the guest's value back.
+
+The VF sits on the patched PF but its guest runs a stock ixgbevf (itr_capable 0), so
+--guest-agent auto picks the agent; the guest's ethtool is the stand-in on qemu-ga's PATH."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent / "fixtures"))
+from linux_host import make_tree
+
+from conftest import VFTUNE, RunningAgent
+from test_guest_agent_qga import GUEST, VF_PCI, Agent, guest_ns, start_qga, wait_for  # noqa: F401 (fixture)
+
+pytest.importorskip("libvirt")
+pytestmark = pytest.mark.root
+RUNNER = Path(__file__).parent / "fixtures" / "run_on_tree.py"
+PF0_DEV = "sys/devices/pci0000:00/0000:00:03.0/0000:03:00.0"
+
+
+def start_run(tmp_path: Path, root: Path, sockets: Path, *extra: str) -> RunningAgent:
+    import re
+    import time
+
+    db, log = tmp_path / "vftune.db", tmp_path / f"run-{len(list(tmp_path.glob('run-*.log')))}.log"
+    with log.open("w") as err:
+        proc = subprocess.Popen(
+            [sys.executable, str(RUNNER), "--sysfs-root", str(root / "sys"), "--procfs-root", str(root / "proc"),
+             "--libvirt-uri", f"test://{(root / 'libvirt.xml').resolve()}", "--guest-agent-sockets", str(sockets),
+             "--policy", "fixed:20000", "--pf-mode", "stock", "--interval", "0.2", "--db", str(db),
+             "--listen", "127.0.0.1:0", *extra],
+            stderr=err, stdout=subprocess.DEVNULL, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        match = re.search(r"listening on (http://[\d.]+:\d+)", log.read_text())
+        if match:
+            return RunningAgent(proc, match.group(1), db, log)
+        assert proc.poll() is None, log.read_text()
+        time.sleep(0.05)
+    proc.kill()
+    raise AssertionError(f"run did not start: {log.read_text()}")
+
+
+def status(url: str) -> dict:
+    out = subprocess.run([*VFTUNE, "status", "--json", "--url", url], capture_output=True, text=True, timeout=30)
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout)
+
+
+@pytest.fixture
+def guest(tmp_path: Path, guest_ns: str) -> Agent:  # noqa: F811 (the imported fixture)
+    agent = start_qga(tmp_path, guest_ns, "standin", standin=True)
+    (agent.ethtool_dir / "vft0a.rx_usecs").write_text("1\n")  # ixgbevf's default: adaptive
+    yield agent
+    agent.stop()
+
+
+def fixture_host(tmp_path: Path, agent: Agent) -> tuple[Path, Path]:
+    root = tmp_path / "host"
+    make_tree(root)
+    (root / PF0_DEV / "sriov/0/itr_capable").write_text("0\n")  # the guest's ixgbevf is stock
+    sockets = tmp_path / "agents"
+    sockets.mkdir()
+    (sockets / f"{GUEST}.sock").symlink_to(agent.socket)
+    return root, sockets
+
+
+def test_run_tunes_through_the_guest_agent_and_sigterm_puts_the_guest_value_back(tmp_path: Path, guest: Agent) -> None:
+    root, sockets = fixture_host(tmp_path, guest)
+    rx = guest.ethtool_dir / "vft0a.rx_usecs"
+    run = start_run(tmp_path, root, sockets)
+    try:
+        wait_for(lambda: rx.read_text().strip() == "48", "the guest's rx-usecs to become 48 (20000/s)", 60)
+        state = wait_for(lambda: (s := status(run.url)) and next(v for v in s["vfs"] if v["pci"] == VF_PCI)["itr"]
+                         and s, "status to show the read-back ITR", 60)
+        vf = next(v for v in state["vfs"] if v["pci"] == VF_PCI)
+        assert vf["actuator"] == "guest-agent", vf
+        assert "vft0a" in vf["actuator_reason"]
+        assert vf["itr"] == 20345  # 48 us, read back from the guest's own ethtool -c
+        summary = {a["pci"]: a for a in state["host"]["actuators"]}
+        assert summary[VF_PCI]["actuator"] == "guest-agent"
+        # A VF the patched PF can push stays on it; a stock PF's VF in a guest without an agent is "none".
+        assert summary["0000:03:10.2"]["actuator"] == "patched"
+        assert summary["0000:03:10.3"]["actuator"] == "none"
+    finally:
+        run.proc.send_signal(signal.SIGTERM)
+        code = run.proc.wait(60)
+    assert code == 0, run.log.read_text()
+    assert rx.read_text().strip() == "1", run.log.read_text()  # the guest's own adaptive setting is back
