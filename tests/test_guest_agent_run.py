@@ -20,7 +20,10 @@ sys.path.insert(0, str(Path(__file__).parent / "fixtures"))
 from linux_host import make_tree
 
 from conftest import VFTUNE, RunningAgent
-from test_guest_agent_qga import GUEST, VF_PCI, Agent, guest_ns, start_qga, wait_for  # noqa: F401 (fixture)
+from test_guest_agent_qga import GUEST, VF_MAC, VF_PCI, Agent, guest_ns, start_qga, wait_for  # noqa: F401 (fixture)
+from vftune.hostdriver.linux.guest_agent import Limits, socket_connector
+from vftune.hostdriver.linux.guest_wiring import GuestAgentWiring, MemoryGuestJournal
+from vftune.model import Applied, Guest, VfInfo
 
 pytest.importorskip("libvirt")
 pytestmark = pytest.mark.root
@@ -97,3 +100,44 @@ def test_run_tunes_through_the_guest_agent_and_sigterm_puts_the_guest_value_back
         code = run.proc.wait(60)
     assert code == 0, run.log.read_text()
     assert rx.read_text().strip() == "1", run.log.read_text()  # the guest's own adaptive setting is back
+
+
+def test_owner_change_drops_the_old_guests_entry_and_a_restart_keeps_it(tmp_path: Path, guest: Agent) -> None:
+    rx = guest.ethtool_dir / "vft0a.rx_usecs"
+    sockets = tmp_path / "agents"
+    sockets.mkdir()
+    for name in ("vm-web0", "vm-web1"):  # both "guests" are the namespace's qemu-ga
+        (sockets / f"{name}.sock").symlink_to(guest.socket)
+    w = GuestAgentWiring("auto", socket_connector(lambda name: sockets / f"{name}.sock"), MemoryGuestJournal(),
+                         limits=Limits(guest_min_interval_s=0.0, backoff_initial_s=60.0))
+    stock = "stock PF"
+
+    def held_by(name: str, pid: int) -> list[VfInfo]:
+        return [VfInfo("enp3s0f1", 0, VF_PCI, "vfio-pci", Guest(name, f"uuid-{name}", pid), VF_MAC)]
+
+    def write(itr: int) -> Applied:
+        assert w.submit(VF_PCI, itr).pending
+        results: list[Applied] = []
+        wait_for(lambda: results.extend(w.collect()) or results, "the write's outcome")
+        return results[0]
+
+    try:
+        w.sync(held_by("vm-web0", 4101), lambda _vf: stock)
+        assert write(20000) == Applied(VF_PCI, "itr", 20345, 0, 20345)
+        assert rx.read_text().strip() == "48" and [e.original.rx_usecs for e in w.journal.entries()] == [1]
+        status = w.status(VF_PCI)
+        assert status is not None and status.actuator == "guest-agent" and "vft0a" in status.reason
+
+        # The guest restarts (a new QEMU pid): checked again, and its original is still owed.
+        w.sync(held_by("vm-web0", 5101), lambda _vf: stock)
+        assert len(w.journal.entries()) == 1
+
+        # The VF moves to another guest: the old guest's entry can never apply there, it is dropped.
+        w.sync(held_by("vm-web1", 4102), lambda _vf: stock)
+        assert w.journal.entries() == []
+        assert write(10000) == Applied(VF_PCI, "itr", 9965, 20345, 9965)  # journaled afresh for vm-web1
+        assert [(e.vf.guest, e.original.rx_usecs) for e in w.journal.entries()] == [("vm-web1", 48)]
+        assert [r.ok for r in w.restore()] == [True]
+        assert rx.read_text().strip() == "48" and w.journal.entries() == []  # what vm-web1 had
+    finally:
+        w.close()

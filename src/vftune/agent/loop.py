@@ -349,9 +349,10 @@ class Agent:
 
     def start(self, detail: str = "") -> None:
         self.detail = detail
-        self.refresh_inventory()
+        decisions = self.refresh_inventory()  # bounds from operators' rules, on every VF found
         if self.store is not None:
             self._run_id = self.store.start_run(self.wall(self.host.now()), self.host.name, detail)
+            self.store.record_decisions(decisions)
         # First snapshot only primes the rate deriver.
         self.tick()
 
