@@ -278,3 +278,26 @@ def test_itr_bounds_never_cross_on_the_way_and_restore_clears_them(
         assert tree_contents(tmp_path) == before
     finally:
         host.close()
+
+
+def test_a_fixed_itr_is_confirmed_by_the_vfs_own_report_or_reported_unconfirmed(tmp_path: Path) -> None:
+    from linux_host import ManualClock
+
+    clock = ManualClock()
+    host, _ = make_host(tmp_path, libvirt=False, clock=clock, sleeper=clock.sleep)
+    vf1 = hosttree.vf_bdf(hosttree.PF0[0], 1)
+    try:
+        host.inventory()
+        assert host.set_vf_itr(VF0, 20000).ok and host.set_vf_itr(vf1, 20000).ok
+        assert host.collect_applied() == []  # the VFs fetch within 2 s: nothing to say yet
+        (tmp_path / PF0_DEV / "sriov/0/itr_applied_usecs").write_text("48\n")  # VF 0 reports, VF 1 does not
+        clock.sleep(1.0)
+        got = host.collect_applied()
+        assert [(a.target, a.setting, a.ok, a.applied) for a in got] == [(VF0, "itr_confirmed", True, 20345)]
+        clock.sleep(3.0)
+        late = host.collect_applied()
+        assert [(a.target, a.ok) for a in late] == [(vf1, False)]
+        assert "itr_applied_usecs reads '0', not the 48 requested 4 s ago" in (late[0].error or "")
+        assert host.collect_applied() == []  # said once
+    finally:
+        host.close()

@@ -306,7 +306,8 @@ class Agent:
         decisions = []
         for a in self.host.collect_applied():
             st = self.vfs.get(a.target)
-            reason = "read back after an asynchronous write"
+            reason = ("the VF's own report of what it runs" if a.setting == "itr_confirmed"
+                      else "read back after an asynchronous write (guest agent)")
             if a.setting == "itr" and st is not None:
                 with self.lock:
                     if a.ok:

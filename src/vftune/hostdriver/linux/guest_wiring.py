@@ -115,7 +115,9 @@ class GuestAgentWiring:
         self._expect: dict[str, int] = {}  # rx-usecs vftune last saw applied, for restore
         self._warned: dict[str, str] = {}
         self.actuator: GuestAgentActuator | None = None
-        if mode != "off" and connect is not None:
+        # Even "off" keeps a (threadless until used) actuator: originals a previous run journaled
+        # must still be put back.
+        if connect is not None:
             kwargs = {"clock": clock} if clock is not None else {}
             self.actuator = GuestAgentActuator(connect, journal=self._journal_hook, limits=limits, **kwargs)
 
@@ -133,7 +135,7 @@ class GuestAgentWiring:
             seen.add(vf.pci)
             refusal = patched_refusal(vf)
             wanted = vf.guest is not None and self.mode != "off" and (refusal is not None or self.mode == "on")
-            if not wanted or act is None or vf.guest is None or not vf.mac:
+            if not wanted or act is None or vf.guest is None or not vf.mac:  # "off": wanted is False
                 self._release(vf.pci, owner_gone=vf.guest is None)
                 self._choice[vf.pci] = self._static_choice(vf, refusal, wanted)
                 continue

@@ -50,6 +50,8 @@ STOCK_NAPI_DEFER = 2
 STOCK_NAPI_GRO_FLUSH_NS = 200_000
 PATCHED_REFRESH_S = 0.01  # patched PF: one hardware read per VF per 10 ms
 STOCK_REFRESH_S = 2.0  # stock ixgbe service task
+# The VF fetches the host's request at least every 2 s and reports what it applied: two periods.
+CONFIRM_DEADLINE_S = 2 * pa.VF_CONFIRM_S
 
 
 # What restore() needs to put one write back, as first written.
@@ -111,6 +113,7 @@ class LinuxHost(HostDriver):
         self._libvirt_wait_s = libvirt_wait_s
         self._journal: WriteJournal[LinuxWrite] = WriteJournal()
         self._macs: dict[str, str] = {}  # VF PCI -> IFLA_VF_MAC, from the latest snapshot
+        self._confirm: dict[str, tuple[Path, int, float]] = {}  # VF -> (itr_applied_usecs, usecs, deadline)
         self._cpu = ProcessCpu(self.procfs_root)
         self._scan: SysfsScan | None = None
         self._health: CounterHealth | None = None
@@ -196,7 +199,25 @@ class LinuxHost(HostDriver):
         return self._guest_agent.status(vf_pci)
 
     def collect_applied(self) -> list[Applied]:
-        return self._guest_agent.collect()
+        return self._guest_agent.collect() + self._confirmations()
+
+    def _confirmations(self) -> list[Applied]:
+        """The patched VF's own report (itr_applied_usecs) of a fixed interval vftune asked for:
+        "itr_confirmed" once it matches, a failure if it does not within CONFIRM_DEADLINE_S."""
+        out = []
+        now = self._clock()
+        for pci, (path, usecs, deadline) in list(self._confirm.items()):
+            reported = read_optional(path)
+            if reported == str(usecs):
+                out.append(Applied(pci, "itr_confirmed", usecs_to_itr(usecs), None, usecs_to_itr(usecs)))
+            elif now >= deadline:
+                out.append(self._failed(pci, "itr_confirmed", usecs_to_itr(usecs), (
+                    f"{path} reads {reported!r}, not the {usecs} requested {CONFIRM_DEADLINE_S:g} s ago "
+                    "(VF reset or down, or its driver ignores host ITR)")))
+            else:
+                continue
+            del self._confirm[pci]
+        return out
 
     def _current_scan(self) -> SysfsScan:
         if self._scan is None:
@@ -243,7 +264,7 @@ class LinuxHost(HostDriver):
             missing.extend(self._guest_view().errors)
         return Capabilities(
             backend=self.name,
-            vf_itr=bool(patched_itr) or self._guest_agent.actuator is not None,
+            vf_itr=bool(patched_itr) or (self._guest_agent.actuator is not None and self._guest_agent.mode != "off"),
             vf_itr_bounds=bool(patched_itr),
             rx_modes=tuple(m for m in RX_MODES if m in modes) if devs else ("napi",),
             napi_budget=napi_budget,
@@ -385,6 +406,11 @@ class LinuxHost(HostDriver):
             now = read_text(itr_path)
         except HostError as exc:
             return self._failed(vf_pci, "itr", itr, str(exc))
+        if usecs > pa.ITR_ADAPTIVE:  # adaptive reports whatever it picks: nothing to compare
+            self._confirm[vf_pci] = (pa.vf_itr_applied_usecs(dev.device_dir, vf.index), usecs,
+                                     self._clock() + CONFIRM_DEADLINE_S)
+        else:
+            self._confirm.pop(vf_pci, None)
         return Applied(vf_pci, "itr", itr, usecs_to_itr(int(old)), usecs_to_itr(int(now)))
 
     def set_vf_itr_bounds(self, vf_pci: str, min_itr: int, max_itr: int) -> Applied:
