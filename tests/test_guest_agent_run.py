@@ -10,10 +10,12 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 from pathlib import Path
 
+import httpx
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent / "fixtures"))
@@ -27,31 +29,31 @@ from vftune.model import Applied, Guest, VfInfo
 
 pytest.importorskip("libvirt")
 pytestmark = pytest.mark.root
-RUNNER = Path(__file__).parent / "fixtures" / "run_on_tree.py"
+RUNNER = Path(__file__).parent / "fixtures" / "agent_on_tree.py"
 PF0_DEV = "sys/devices/pci0000:00/0000:00:03.0/0000:03:00.0"
 
 
 def start_run(tmp_path: Path, root: Path, sockets: Path, *extra: str) -> RunningAgent:
-    import re
-    import time
-
+    """`vftune run --policy fixed:20000` on the fixture tree (fixtures/agent_on_tree.py), agents on sockets."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
     db, log = tmp_path / "vftune.db", tmp_path / f"run-{len(list(tmp_path.glob('run-*.log')))}.log"
     with log.open("w") as err:
         proc = subprocess.Popen(
-            [sys.executable, str(RUNNER), "--sysfs-root", str(root / "sys"), "--procfs-root", str(root / "proc"),
-             "--libvirt-uri", f"test://{(root / 'libvirt.xml').resolve()}", "--guest-agent-sockets", str(sockets),
-             "--policy", "fixed:20000", "--pf-mode", "stock", "--interval", "0.2", "--db", str(db),
-             "--listen", "127.0.0.1:0", *extra],
+            [sys.executable, str(RUNNER), str(root), str(db), str(port), "policy=fixed:20000", "pf_mode=stock",
+             f"guest_agent_sockets={sockets}", *extra],
             stderr=err, stdout=subprocess.DEVNULL, env={**os.environ, "PYTHONUNBUFFERED": "1"})
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        match = re.search(r"listening on (http://[\d.]+:\d+)", log.read_text())
-        if match:
-            return RunningAgent(proc, match.group(1), db, log)
+    url = f"http://127.0.0.1:{port}"
+
+    def up() -> bool:
         assert proc.poll() is None, log.read_text()
-        time.sleep(0.05)
-    proc.kill()
-    raise AssertionError(f"run did not start: {log.read_text()}")
+        try:
+            return httpx.get(f"{url}/healthz", timeout=1.0).json()["ticks"] >= 1
+        except httpx.HTTPError:
+            return False
+    wait_for(up, "the agent to serve its API", 60)
+    return RunningAgent(proc, url, db, log)
 
 
 def status(url: str) -> dict:
@@ -141,3 +143,33 @@ def test_owner_change_drops_the_old_guests_entry_and_a_restart_keeps_it(tmp_path
         assert rx.read_text().strip() == "48" and w.journal.entries() == []  # what vm-web1 had
     finally:
         w.close()
+
+
+@pytest.mark.parametrize("how", ["vftune restore", "restart"])
+def test_after_kill_9_the_journal_puts_the_guest_value_back(tmp_path: Path, guest: Agent, how: str) -> None:
+    root, sockets = fixture_host(tmp_path, guest)
+    rx = guest.ethtool_dir / "vft0a.rx_usecs"
+    run = start_run(tmp_path, root, sockets)
+    try:
+        wait_for(lambda: rx.read_text().strip() == "48", "the guest's rx-usecs to become 48", 60)
+    finally:
+        run.proc.kill()
+        run.proc.wait(30)
+    assert rx.read_text().strip() == "48"  # a crash restores nothing by itself
+    if how == "vftune restore":
+        out = subprocess.run([*VFTUNE, "restore", "--db", str(run.db), "--sysfs-root", str(root / "sys"),
+                              "--procfs-root", str(root / "proc"), "--libvirt-uri",
+                              f"test://{(root / 'libvirt.xml').resolve()}", "--guest-agent-sockets", str(sockets)],
+                             capture_output=True, text=True, timeout=120)
+        assert out.returncode == 0, out.stdout + out.stderr
+        assert f"restored {VF_PCI}" in out.stdout
+    else:  # the next start restores first; with the guest agent off it does not tune the VF again
+        again = start_run(tmp_path, root, sockets, "guest_agent=off")
+        try:
+            wait_for(lambda: rx.read_text().strip() == "1", "the restart to put rx-usecs 1 back", 60)
+            vf = next(v for v in status(again.url)["vfs"] if v["pci"] == VF_PCI)
+            assert vf["actuator"] == "none" and "--guest-agent off" in vf["actuator_reason"]
+        finally:
+            again.proc.send_signal(signal.SIGTERM)
+            assert again.proc.wait(60) == 0, again.log.read_text()
+    assert rx.read_text().strip() == "1"

@@ -219,23 +219,36 @@ class GuestAgentWiring:
 
     # -- restore ------------------------------------------------------------------------------------
 
-    def restore(self, deadline_s: float = RESTORE_DEADLINE_S) -> list[Applied]:
-        """Put every journaled original back (blocking, all guests in parallel); an entry stays in
-        the journal unless its restore worked."""
-        entries = self.journal.entries()
+    @property
+    def enabled(self) -> bool:
+        """Whether VFs may be tuned through the guest agent here (a transport and not "off")."""
+        return self.actuator is not None and self.mode != "off"
+
+    def restore_entries(self, entries: Sequence[GuestOriginal], deadline_s: float = RESTORE_DEADLINE_S
+                        ) -> list[Applied]:
+        """Put these originals back (blocking, all guests in parallel), one Applied each; the
+        caller's journal forgets those that worked."""
         if not entries:
             return []
         if self.actuator is None:
             return [Applied(e.vf.pci, "rx_usecs", e.original.effective_rx_usecs, None, None, ok=False,
                             error=f"{e.vf.pci}: guest {e.vf.guest}: no guest-agent transport to restore "
-                            f"{e.original.describe()}: {self._unavailable or 'guest agent off'}; entry kept")
+                            f"{e.original.describe()}: {self._unavailable}; entry kept")
                     for e in entries]
         results = self.actuator.restore(
             [RestoreEntry(e.vf, e.original, self._expect.get(e.vf.pci)) for e in entries], deadline_s)
         for e, r in zip(entries, results, strict=True):
             if r.ok:
-                self.journal.forget(e.vf.pci)
                 self._expect.pop(e.vf.pci, None)
+        return results
+
+    def restore(self, deadline_s: float = RESTORE_DEADLINE_S) -> list[Applied]:
+        """restore_entries() for everything the journal holds; those put back are forgotten."""
+        entries = self.journal.entries()
+        results = self.restore_entries(entries, deadline_s)
+        for e, r in zip(entries, results, strict=True):
+            if r.ok:
+                self.journal.forget(e.vf.pci)
         return results
 
     def close(self) -> None:

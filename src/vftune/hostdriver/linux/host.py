@@ -16,17 +16,17 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from vftune.hostdriver.base import HostDriver, HostError, WriteJournal
+from vftune.hostdriver.base import HostDriver, HostError
 from vftune.hostdriver.linux import patched_attrs as pa
 from vftune.hostdriver.linux.counter_health import CounterHealth
 from vftune.hostdriver.linux.cpu import ProcessCpu, parse_proc_stat
-from vftune.hostdriver.linux.guest_agent import AgentChannel, Limits, libvirt_connector, socket_connector
-from vftune.hostdriver.linux.guest_wiring import DEFAULT_LIMITS, GuestAgentWiring, GuestJournal, MemoryGuestJournal
+from vftune.hostdriver.linux.guest_agent import AgentChannel, Coalesce, GuestVf, Limits, libvirt_connector, socket_connector
+from vftune.hostdriver.linux.guest_wiring import DEFAULT_LIMITS, GuestAgentWiring, GuestJournal, GuestOriginal
 from vftune.hostdriver.linux.libvirt_guests import GuestDirectory, GuestView, import_libvirt
 from vftune.hostdriver.linux.netlink_vfstats import LinkStats, as_source, parse_link
 from vftune.hostdriver.linux.proc_interrupts import InterruptCounts, parse_interrupts
 from vftune.hostdriver.linux.sysfs_inventory import PfDevice, SysfsScan, scan
-from vftune.hostdriver.linux.sysfs_io import describe_oserror, read_optional, read_text, write_text
+from vftune.hostdriver.linux.sysfs_io import as_count, read_optional, read_source, read_text, write_text
 from vftune.itr import ITR_MAX_RATE, ITR_MIN_RATE, itr_bounds_to_usecs, itr_to_usecs, usecs_bounds_to_itr, usecs_to_itr
 from vftune.model import (
     RX_MODES,
@@ -40,6 +40,7 @@ from vftune.model import (
     VfCounters,
     VfInfo,
 )
+from vftune.store.journal import Journal, JournalEntry, JournalError, TargetGone
 
 log = logging.getLogger("vftune.linux")
 
@@ -54,29 +55,48 @@ STOCK_REFRESH_S = 2.0  # stock ixgbe service task
 CONFIRM_DEADLINE_S = 2 * pa.VF_CONFIRM_S
 
 
-# What restore() needs to put one write back, as first written.
-@dataclasses.dataclass(frozen=True)
-class SysfsWrite:
-    path: str
-    old: str
+# Journal entry kinds (store/journal.py): what restore() needs to put one write back.
+KIND_SYSFS = "sysfs"  # payload: root ("sysfs"/"procfs"/""), path under it, old text
+KIND_VF_ITR = "vf_itr"  # payload: root, path of the patched PF's per-VF itr_usecs, old_request, ran_usecs
+KIND_VF_ITR_BOUNDS = "vf_itr_bounds"  # payload: root, path of itr_min_usecs (max beside it), old_min, old_max
+# payload: vf, guest, mac, ifname, original ({rx_usecs, adaptive_rx}: Coalesce.as_dict()), as guest_wiring.py
+# hands it over; restored inside the guest through its agent.
+KIND_GUEST_AGENT = "guest_agent_coalesce"
+GUEST_AGENT_SETTING = "guest_rx_usecs"
 
 
-@dataclasses.dataclass(frozen=True)
-class VfItrWrite:
-    path: str  # the patched PF's per-VF itr_usecs
-    old_request: str
-    ran_usecs: int  # what the VF reported applying before vftune's first request
+class _JournalOfGuests:
+    """The guest-agent wiring's GuestJournal on the durable write journal (KIND_GUEST_AGENT)."""
+
+    def __init__(self, journal: Journal) -> None:
+        self._journal = journal
+
+    def remember(self, entry: GuestOriginal) -> None:
+        # JournalError propagates: the actuator then refuses the write (the original is not safe).
+        self._journal.remember(KIND_GUEST_AGENT, entry.vf.pci, GUEST_AGENT_SETTING, {
+            "vf": entry.vf.pci, "guest": entry.vf.guest, "mac": entry.vf.mac, "ifname": entry.ifname,
+            "original": entry.original.as_dict()})
+
+    def forget(self, vf_pci: str) -> None:
+        self._journal.discard(vf_pci, GUEST_AGENT_SETTING)
+
+    def entries(self) -> list[GuestOriginal]:
+        found = (guest_original(e) for e in self._journal.pending() if e.kind == KIND_GUEST_AGENT)
+        return [g for g in found if isinstance(g, GuestOriginal)]
 
 
-@dataclasses.dataclass(frozen=True)
-class VfBoundsWrite:
-    min_path: str  # the patched PF's per-VF itr_min_usecs
-    max_path: str  # and itr_max_usecs
-    old_min: int
-    old_max: int
-
-
-LinuxWrite = SysfsWrite | VfItrWrite | VfBoundsWrite
+def guest_original(entry: JournalEntry) -> GuestOriginal | str:
+    """A KIND_GUEST_AGENT entry back as the wiring's record, or why it cannot be (a crash or an
+    older build may have left anything in the file)."""
+    p = entry.payload
+    original = Coalesce.from_dict(p.get("original"))
+    if not isinstance(original, Coalesce):
+        return original.reason
+    fields = [p.get(k) for k in ("vf", "guest", "mac", "ifname")]
+    if not all(isinstance(v, str) and v for v in fields):
+        return f"journal entry {entry.id}: vf, guest, mac and ifname must be non-empty text"
+    vf, guest, mac, ifname = (str(v) for v in fields)
+    return GuestOriginal(GuestVf(vf, guest, mac), ifname, original)
 
 
 class LinuxHost(HostDriver):
@@ -93,17 +113,18 @@ class LinuxHost(HostDriver):
         guest_agent: str = "off",
         guest_agent_sockets: str | os.PathLike[str] | None = None,
         guest_agent_limits: Limits = DEFAULT_LIMITS,
-        guest_journal: GuestJournal | None = None,
         clock: Callable[[], float] = time.monotonic,
         sleeper: Callable[[float], None] = time.sleep,
         libvirt_wait_s: float = 5.0,
+        journal: Journal | None = None,
     ) -> None:
         """netlink: None opens pyroute2's IPRoute; an IPRoute (e.g. in a netns) or any object with
         link_reply(ifname) -> wire bytes is used instead.
         guest_agent: "auto", "on" or "off" (guest_wiring.py): when a VF's ITR is set inside its
         guest with the guest's ethtool through the QEMU guest agent. guest_agent_sockets: a
         directory of agent sockets named <guest>.sock, used instead of libvirt's
-        qemuAgentCommand (hosts without libvirt, tests)."""
+        qemuAgentCommand (hosts without libvirt, tests).
+        journal: where originals are kept until restored; None keeps them in this process only."""
         self.sysfs_root = Path(sysfs_root)
         self.procfs_root = Path(procfs_root)
         self.libvirt_uri = libvirt_uri
@@ -111,7 +132,12 @@ class LinuxHost(HostDriver):
         self._clock = clock
         self._sleeper = sleeper
         self._libvirt_wait_s = libvirt_wait_s
-        self._journal: WriteJournal[LinuxWrite] = WriteJournal()
+        self._journal = journal if journal is not None else Journal.memory()
+        self._journal.register(KIND_SYSFS, self._restore_sysfs_entry)
+        self._journal.register(KIND_VF_ITR, self._restore_vf_itr_entry)
+        self._journal.register(KIND_GUEST_AGENT, self._restore_guest_agent_entry)
+        self._journal.register(KIND_VF_ITR_BOUNDS, self._restore_bounds_entry)
+        self._stopping = False  # set by stop(): no write after the final restore has begun
         self._macs: dict[str, str] = {}  # VF PCI -> IFLA_VF_MAC, from the latest snapshot
         self._confirm: dict[str, tuple[Path, int, float]] = {}  # VF -> (itr_applied_usecs, usecs, deadline)
         self._cpu = ProcessCpu(self.procfs_root)
@@ -125,7 +151,8 @@ class LinuxHost(HostDriver):
                 libvirt_uri, self.procfs_root, Path(run_root), on_change=self._on_guests_changed
             )
         self._guest_agent = self._wire_guest_agent(guest_agent, guest_agent_sockets, guest_agent_limits,
-                                                    guest_journal or MemoryGuestJournal())
+                                                    _JournalOfGuests(self._journal))
+        self._journal.register(KIND_GUEST_AGENT, self._restore_guest_agent_entry)
         self._vf_infos: tuple[VfInfo, ...] = ()
 
     def _wire_guest_agent(self, mode: str, sockets: str | os.PathLike[str] | None, limits: Limits,
@@ -264,12 +291,14 @@ class LinuxHost(HostDriver):
             missing.extend(self._guest_view().errors)
         return Capabilities(
             backend=self.name,
-            vf_itr=bool(patched_itr) or (self._guest_agent.actuator is not None and self._guest_agent.mode != "off"),
+            vf_itr=bool(patched_itr) or self._guest_agent.enabled,
             vf_itr_bounds=bool(patched_itr),
             rx_modes=tuple(m for m in RX_MODES if m in modes) if devs else ("napi",),
             napi_budget=napi_budget,
             counter_refresh_s=self._refresh_s(sysfs),
             missing=tuple(missing),
+            # A stock PF's VFs can still be tuned in their guests: the guest-agent wiring refuses per VF.
+            vf_itr_unsupported_pfs=() if self._guest_agent.enabled else tuple(d.name for d in devs if not d.patched_itr),
         )
 
     # -- sampling ---------------------------------------------------------------------
@@ -287,21 +316,21 @@ class LinuxHost(HostDriver):
         errors: list[str] = []
         t = self.now()
 
+        # Every source is read as bytes and parsed by a parser that raises only HostError, which
+        # names the file: one bad source is a warning for this tick, never the end of the loop.
         interrupts: InterruptCounts | None = None
         irq_path = self.procfs_root / "interrupts"
         try:
-            interrupts = parse_interrupts(irq_path.read_text())
-        except OSError as exc:
-            errors.append(describe_oserror(irq_path, exc))
+            interrupts = parse_interrupts(read_source(irq_path))
+        except HostError as exc:
+            errors.append(str(exc))
         host_irq, host_cpus = 0.0, 1
         stat_path = self.procfs_root / "stat"
         try:
-            host = parse_proc_stat(stat_path.read_text())
+            host = parse_proc_stat(read_source(stat_path), str(stat_path))
             host_irq, host_cpus = host.irq_seconds, host.cpus
-        except OSError as exc:
-            errors.append(describe_oserror(stat_path, exc))
-        except (HostError, ValueError, IndexError) as exc:
-            errors.append(f"{stat_path}: {exc}")
+        except HostError as exc:
+            errors.append(str(exc))
 
         links: dict[str, LinkStats] = {}
         pfs: dict[str, PfCounters] = {}
@@ -357,27 +386,63 @@ class LinuxHost(HostDriver):
             mode = read_optional(pa.rxmode(dev.device_dir, pa.RXMODE_CURRENT))
             rate_text = read_optional(pa.rxmode(dev.device_dir, pa.RXMODE_RATE_PPS))
             sw_text = read_optional(pa.rxmode(dev.device_dir, pa.RXMODE_SWITCHES))
-            rate = int(rate_text) if rate_text and rate_text.isdigit() else None
-            switches = int(sw_text) if sw_text and sw_text.isdigit() else None
+            rate, switches = as_count(rate_text), as_count(sw_text)
         else:
             defer = read_optional(dev.net_dir / pa.NAPI_DEFER_HARD_IRQS)
-            if defer is not None and defer.isdigit():
-                mode = "napi" if int(defer) > 0 else "de"
+            defer_n = as_count(defer)
+            if defer_n is not None:
+                mode = "napi" if defer_n > 0 else "de"
         return PfCounters(rx_packets=link.rx_packets, rx_bytes=link.rx_bytes,
                           current_mode=mode, rate_pps=rate, switches=switches)
 
     # -- writes -------------------------------------------------------------------------
 
+    def _rooted(self, path: Path) -> dict[str, str]:
+        """A path as the journal keeps it: relative to its root, so `vftune restore --sysfs-root`
+        follows the tree it is pointed at."""
+        for name, root in (("sysfs", self.sysfs_root), ("procfs", self.procfs_root)):
+            try:
+                return {"root": name, "path": str(path.relative_to(root))}
+            except ValueError:
+                continue
+        return {"root": "", "path": str(path)}
+
+    def _unrooted(self, payload: dict[str, object]) -> Path:
+        roots = {"sysfs": self.sysfs_root, "procfs": self.procfs_root}
+        root = roots.get(str(payload.get("root", "")))
+        rel = str(payload.get("path", ""))
+        return root / rel if root is not None else Path(rel)
+
+    def _check_writable_now(self) -> None:
+        if self._stopping:
+            raise HostError("agent is stopping: no new writes after restore began")
+
+    def _journal_first(self, kind: str, path: Path, setting: str, payload: dict[str, object]) -> bool:
+        """Commit the original before the write, so a crash between the two loses nothing."""
+        try:
+            return self._journal.remember(kind, str(path), setting, {**self._rooted(path), **payload})
+        except JournalError as exc:
+            raise HostError(str(exc)) from None
+
+    def _guarded_write(self, kind: str, path: Path, setting: str, payload: dict[str, object], value: str) -> None:
+        new = self._journal_first(kind, path, setting, payload)
+        try:
+            write_text(path, value)
+        except HostError:
+            if new:
+                self._journal.discard(str(path), setting)
+            raise
+
     def _write_sysfs(self, path: Path, value: int | str) -> tuple[str, str]:
-        """Write, journal the first old value, read back. Returns (old, now)."""
+        """Journal the first old value, write, read back. Returns (old, now)."""
+        self._check_writable_now()
         old = read_text(path)
-        write_text(path, str(value))
-        self._journal.remember(str(path), "sysfs", SysfsWrite(str(path), old))
+        self._guarded_write(KIND_SYSFS, path, "sysfs", {"old": old}, str(value))
         return old, read_text(path)
 
     @staticmethod
     def _failed(target: str, setting: str, requested: SettingValue, error: str, old: SettingValue = None) -> Applied:
-        log.warning("%s %s=%s failed: %s", target, setting, requested, error)
+        log.debug("%s %s=%s failed: %s", target, setting, requested, error)  # the agent reports it
         return Applied(target, setting, requested, old, None, ok=False, error=error)
 
     def set_vf_itr(self, vf_pci: str, itr: int) -> Applied:
@@ -387,13 +452,19 @@ class LinuxHost(HostDriver):
             return self._failed(vf_pci, "itr", itr, f"{vf_pci}: not a VF of a managed 82599 PF")
         dev = sysfs.pf_devices[vf.pf]
         usecs = pa.ITR_ADAPTIVE if itr <= 0 else itr_to_usecs(itr)
+        choice = self._guest_agent.status(vf_pci)
+        if choice is not None and choice.actuator == "none" and not self._guest_agent.handles(vf_pci):
+            return self._failed(vf_pci, "itr", itr, choice.reason)  # e.g. its MAC not known yet: retried later
         if self._guest_agent.handles(vf_pci):  # asynchronous: the outcome comes from collect_applied()
+            if self._stopping:
+                return self._failed(vf_pci, "itr", itr, "agent is stopping: no new writes after restore began")
             return self._guest_agent.submit(vf_pci, itr)
         if not dev.patched_itr:
             return self._failed(vf_pci, "itr", itr, f"{dev.device_dir}/{pa.SRIOV_DIR}: absent, {vf.pf} runs "
                                 "stock ixgbe without per-VF ITR")
         itr_path = pa.vf_itr_usecs(dev.device_dir, vf.index)
         try:
+            self._check_writable_now()
             if read_text(pa.vf_itr_capable(dev.device_dir, vf.index)) != "1":
                 return self._failed(vf_pci, "itr", itr, f"{pa.vf_itr_capable(dev.device_dir, vf.index)} is 0: "
                                     "the VF driver has not negotiated per-VF ITR")
@@ -401,17 +472,20 @@ class LinuxHost(HostDriver):
             # What the VF ran before our first request: restore() has to ask for it explicitly,
             # because writing the old "0" back only withdraws a request (vfdriver-patches/README.md).
             ran = read_text(pa.vf_itr_applied_usecs(dev.device_dir, vf.index))
-            write_text(itr_path, str(usecs))
-            self._journal.remember(str(itr_path), "vf_itr", VfItrWrite(str(itr_path), old, int(ran) if ran.isdigit() else 0))
+            self._guarded_write(KIND_VF_ITR, itr_path, "vf_itr",
+                                {"old_request": old, "ran_usecs": as_count(ran) or 0}, str(usecs))
             now = read_text(itr_path)
         except HostError as exc:
             return self._failed(vf_pci, "itr", itr, str(exc))
+        old_n, now_n = as_count(old), as_count(now)
+        if old_n is None or now_n is None:
+            return self._failed(vf_pci, "itr", itr, f"{itr_path}: reads back {now!r} (was {old!r}), not a number")
         if usecs > pa.ITR_ADAPTIVE:  # adaptive reports whatever it picks: nothing to compare
             self._confirm[vf_pci] = (pa.vf_itr_applied_usecs(dev.device_dir, vf.index), usecs,
                                      self._clock() + CONFIRM_DEADLINE_S)
         else:
             self._confirm.pop(vf_pci, None)
-        return Applied(vf_pci, "itr", itr, usecs_to_itr(int(old)), usecs_to_itr(int(now)))
+        return Applied(vf_pci, "itr", itr, usecs_to_itr(old_n), usecs_to_itr(now_n))
 
     def set_vf_itr_bounds(self, vf_pci: str, min_itr: int, max_itr: int) -> Applied:
         """The patched PF's itr_min_usecs / itr_max_usecs, written in an order that never crosses."""
@@ -433,10 +507,15 @@ class LinuxHost(HostDriver):
         min_path, max_path = pa.vf_itr_min_usecs(dev.device_dir, vf.index), pa.vf_itr_max_usecs(dev.device_dir, vf.index)
         new_min, new_max = itr_bounds_to_usecs(min_itr, max_itr)
         try:
+            self._check_writable_now()
             old_min, old_max = self._read_bounds(min_path, max_path)
-            self._journal.remember(str(min_path.parent), "itr_bounds",
-                                   VfBoundsWrite(str(min_path), str(max_path), old_min, old_max))
-            self._write_bounds(min_path, max_path, new_min, new_max)
+            new = self._journal_first(KIND_VF_ITR_BOUNDS, min_path, "itr_bounds", {"old_min": old_min, "old_max": old_max})
+            try:
+                self._write_bounds(min_path, max_path, new_min, new_max)
+            except HostError:
+                if new and self._read_bounds(min_path, max_path) == (old_min, old_max):
+                    self._journal.discard(str(min_path), "itr_bounds")
+                raise
             now = self._read_bounds(min_path, max_path)
         except HostError as exc:
             return self._failed(vf_pci, "itr_bounds", requested, str(exc))
@@ -451,15 +530,16 @@ class LinuxHost(HostDriver):
         values = []
         for path in (min_path, max_path):
             text = read_text(path)
-            if not text.isdigit():
+            value = as_count(text)
+            if value is None:
                 raise HostError(f"{path}: reads {text!r:.40}, not a number")
-            values.append(int(text))
+            values.append(value)
         return values[0], values[1]
 
     @staticmethod
     def _write_bounds(min_path: Path, max_path: Path, new_min: int, new_max: int) -> None:
         """Never let min pass max on the way (ERANGE): raise max before min, else min first."""
-        old_max = int(read_text(max_path) or 0)
+        old_max = as_count(read_text(max_path)) or 0
         if new_min and old_max and new_min > old_max:
             write_text(max_path, str(new_max))
             write_text(min_path, str(new_min))
@@ -505,26 +585,77 @@ class LinuxHost(HostDriver):
         except HostError as exc:
             return self._failed(pf, "rx_mode", mode, str(exc))
         as_mode = {True: "napi", False: "de"}
-        return Applied(pf, "rx_mode", mode, as_mode[int(old_defer) > 0], as_mode[int(now_defer) > 0])
+        old_n, now_n = as_count(old_defer), as_count(now_defer)
+        if old_n is None or now_n is None:
+            return self._failed(pf, "rx_mode", mode, f"{dev.net_dir / pa.NAPI_DEFER_HARD_IRQS}: reads back "
+                                f"{now_defer!r}, not a number")
+        return Applied(pf, "rx_mode", mode, as_mode[old_n > 0], as_mode[now_n > 0])
 
     # -- restore ----------------------------------------------------------------------------
 
     def restore(self) -> list[Applied]:
-        results: list[Applied] = []
-        for entry in self._journal.drain():
-            if isinstance(entry, SysfsWrite):
-                path = Path(entry.path)
-                try:
-                    before = read_text(path)
-                    write_text(path, entry.old)
-                    results.append(Applied(entry.path, path.name, entry.old, before, read_text(path)))
-                except HostError as exc:
-                    results.append(self._failed(entry.path, path.name, entry.old, str(exc)))
-            elif isinstance(entry, VfItrWrite):
-                results.append(self._restore_vf_itr(Path(entry.path), entry.old_request, entry.ran_usecs))
-            elif isinstance(entry, VfBoundsWrite):
-                results.append(self._restore_bounds(entry))
-        return self._guest_agent.restore() + results
+        """Put back every original the journal holds, this run's and any an unclean stop left."""
+        return self._journal.restore()
+
+    def stop(self) -> None:
+        self._stopping = True
+
+    def _entry_path(self, entry: JournalEntry) -> Path:
+        path = self._unrooted(entry.payload)
+        if not path.exists():
+            raise TargetGone(f"{path}: no longer exists")
+        return path
+
+    def _restore_sysfs_entry(self, entry: JournalEntry) -> Applied:
+        path = self._entry_path(entry)
+        old = str(entry.payload.get("old", ""))
+        try:
+            before = read_text(path)
+            write_text(path, old)
+            now = read_text(path)
+        except HostError as exc:
+            return self._failed(str(path), path.name, old, str(exc))
+        return Applied(str(path), path.name, old, before, now, ok=now == old,
+                       error=None if now == old else f"{path}: reads back {now!r} after writing {old!r}")
+
+    def _restore_vf_itr_entry(self, entry: JournalEntry) -> Applied:
+        ran = entry.payload.get("ran_usecs", 0)
+        return self._restore_vf_itr(self._entry_path(entry), str(entry.payload.get("old_request", "0")),
+                                    ran if isinstance(ran, int) else 0)
+
+    def _restore_guest_agent_entry(self, entry: JournalEntry) -> Applied:
+        """Inside the guest, through its agent; a guest that is gone or stopped took the setting
+        with it (the VF resets at its next start), so its entry is dropped."""
+        original = guest_original(entry)
+        if not isinstance(original, GuestOriginal):
+            raise TargetGone(f"{entry.target}: guest-agent journal entry unreadable: {original}")
+        guest = original.vf.guest
+        conn = self._guests.connection() if self._guests is not None else None
+        if conn is not None:
+            libvirt = import_libvirt()
+            try:
+                active = conn.lookupByName(guest).isActive()
+            except libvirt.libvirtError as exc:
+                raise TargetGone(f"guest {guest}: {exc.get_error_message() or exc}") from None
+            if not active:
+                raise TargetGone(f"guest {guest} is not running: its {original.ifname} setting went with it")
+        return self._guest_agent.restore_entries([original])[0]
+
+    def _restore_bounds_entry(self, entry: JournalEntry) -> Applied:
+        """Both bounds back to what the VF had (0, none, unless someone else set them), safely ordered."""
+        min_path = self._entry_path(entry)
+        max_path = min_path.with_name(pa.VF_ITR_MAX_USECS)
+        old_min, old_max = entry.payload.get("old_min", 0), entry.payload.get("old_max", 0)
+        want = (old_min if isinstance(old_min, int) else 0, old_max if isinstance(old_max, int) else 0)
+        target, text = str(min_path.parent), "{}..{}".format(*want)
+        try:
+            before = "{}..{}".format(*self._read_bounds(min_path, max_path))
+            self._write_bounds(min_path, max_path, *want)
+            now = "{}..{}".format(*self._read_bounds(min_path, max_path))
+        except HostError as exc:
+            return self._failed(target, "itr_bounds", text, str(exc))
+        return Applied(target, "itr_bounds", text, before, now, ok=now == text,
+                       error=None if now == text else f"{target}: bounds read back {now} us, not {text}")
 
     def _restore_vf_itr(self, path: Path, old_request: str, ran_usecs: int) -> Applied:
         """Put back the VF's own setting, then the old request: 0 ("no request") keeps what the VF runs.
@@ -536,22 +667,11 @@ class LinuxHost(HostDriver):
             if old_request == str(pa.ITR_LEAVE_ALONE):
                 write_text(path, str(ran_usecs if ran_usecs >= pa.ITR_ADAPTIVE else pa.ITR_ADAPTIVE))
             write_text(path, old_request)
-            return Applied(str(path), path.name, old_request, before, read_text(path))
+            now = read_text(path)
         except HostError as exc:
             return self._failed(str(path), path.name, old_request, str(exc))
-
-    def _restore_bounds(self, entry: VfBoundsWrite) -> Applied:
-        """Both bounds back to what the VF had (0, none, unless someone else set them), safely ordered."""
-        min_path, max_path = Path(entry.min_path), Path(entry.max_path)
-        target, want = str(min_path.parent), f"{entry.old_min}..{entry.old_max}"
-        try:
-            before = "{}..{}".format(*self._read_bounds(min_path, max_path))
-            self._write_bounds(min_path, max_path, entry.old_min, entry.old_max)
-            now = "{}..{}".format(*self._read_bounds(min_path, max_path))
-        except HostError as exc:
-            return self._failed(target, "itr_bounds", want, str(exc))
-        return Applied(target, "itr_bounds", want, before, now, ok=now == want,
-                       error=None if now == want else f"{target}: bounds read back {now} us, not {want}")
+        return Applied(str(path), path.name, old_request, before, now, ok=now == old_request,
+                       error=None if now == old_request else f"{path}: reads back {now!r}")
 
     def close(self) -> None:
         self._guest_agent.close()
