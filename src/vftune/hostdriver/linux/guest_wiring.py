@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol
@@ -40,6 +41,8 @@ log = logging.getLogger("vftune.linux.guest_agent")
 GuestAgentMode = Literal["auto", "on", "off"]
 RX_USECS_ADAPTIVE = 1
 RESTORE_DEADLINE_S = 20.0
+RESTORE_RETRY_S = 5.0
+RESTORE_RETRY_PAUSE_S = 0.5
 DEFAULT_LIMITS = Limits()
 
 
@@ -235,12 +238,27 @@ class GuestAgentWiring:
                             error=f"{e.vf.pci}: guest {e.vf.guest}: no guest-agent transport to restore "
                             f"{e.original.describe()}: {self._unavailable}; entry kept")
                     for e in entries]
-        results = self.actuator.restore(
-            [RestoreEntry(e.vf, e.original, self._expect.get(e.vf.pci)) for e in entries], deadline_s)
-        for e, r in zip(entries, results, strict=True):
+        # An agent whose previous client died (vftune killed mid-call) may refuse connections for
+        # a moment before it listens again: failed entries are tried again for RESTORE_RETRY_S.
+        end = time.monotonic() + deadline_s
+        retry_until = time.monotonic() + min(RESTORE_RETRY_S, deadline_s)
+        results: list[Applied | None] = [None] * len(entries)
+        todo = list(range(len(entries)))
+        while todo:
+            done = self.actuator.restore([RestoreEntry(entries[i].vf, entries[i].original,
+                                                       self._expect.get(entries[i].vf.pci)) for i in todo],
+                                         max(0.1, end - time.monotonic()))
+            for i, r in zip(todo, done, strict=True):
+                results[i] = r
+            todo = [i for i in todo if not results[i].ok]  # type: ignore[union-attr]
+            if not todo or time.monotonic() + RESTORE_RETRY_PAUSE_S >= min(retry_until, end):
+                break
+            time.sleep(RESTORE_RETRY_PAUSE_S)  # pacing a retry, not waiting for a result
+        out = [r for r in results if r is not None]
+        for e, r in zip(entries, out, strict=True):
             if r.ok:
                 self._expect.pop(e.vf.pci, None)
-        return results
+        return out
 
     def restore(self, deadline_s: float = RESTORE_DEADLINE_S) -> list[Applied]:
         """restore_entries() for everything the journal holds; those put back are forgotten."""
