@@ -202,14 +202,14 @@ class LinuxHost(HostDriver):
                                               for vf in pf.vfs))
             for pf in sysfs.pfs
         )
-        self._vf_infos = tuple(vf for pf in pfs for vf in pf.vfs)
-        self._guest_agent.sync(self._vf_infos, self._patched_refusal)
         with self._inventory_lock:
             self._scan = sysfs
             if self._health is None:
                 self._health = CounterHealth(self._refresh_s(sysfs))
             self._health.refresh_s = self._refresh_s(sysfs)
             self._health.forget(set(sysfs.vf_devices))
+        self._vf_infos = tuple(vf for pf in pfs for vf in pf.vfs)
+        self._guest_agent.sync(self._vf_infos, self._patched_refusal)  # after _scan: it reads the PFs
         return Inventory(pfs=pfs, ignored=sysfs.ignored)
 
     def _patched_refusal(self, vf: VfInfo) -> str | None:
@@ -453,7 +453,9 @@ class LinuxHost(HostDriver):
         dev = sysfs.pf_devices[vf.pf]
         usecs = pa.ITR_ADAPTIVE if itr <= 0 else itr_to_usecs(itr)
         choice = self._guest_agent.status(vf_pci)
-        if choice is not None and choice.actuator == "none" and not self._guest_agent.handles(vf_pci):
+        held = any(v.pci == vf_pci and v.guest is not None for v in self._vf_infos)
+        if held and self._guest_agent.enabled and choice is not None and choice.actuator == "none" \
+                and not self._guest_agent.handles(vf_pci):
             return self._failed(vf_pci, "itr", itr, choice.reason)  # e.g. its MAC not known yet: retried later
         if self._guest_agent.handles(vf_pci):  # asynchronous: the outcome comes from collect_applied()
             if self._stopping:
