@@ -156,3 +156,21 @@ def test_a_vf_whose_guest_left_is_handed_back_to_adaptive(tmp_path):
     assert first["requested"] == "20000" and len(_) == 0, "a fixed ITR is set once, not every tick"
     assert last["requested"] == "0" and last["reason"].startswith("owner changed (was ")
     assert agent.inventory.vf(pci).guest is None and agent.vfs[pci].itr == 0
+
+
+def test_a_max_interval_rule_bounds_every_vfs_adaptive_itr_and_is_recorded(tmp_path) -> None:
+    host = SimHost("mixed-host", seed=2, speed=float("inf"))
+    store = Store(tmp_path / "bounds.db")
+    agent = Agent(host, store, vf_policy("observe"), pf_controller("stock"), AgentConfig(max_interval_us={"*": 62}))
+    _run(agent, 30)
+    bulk = host.inventory().vfs()[4].pci  # batch-1's stream: 12K/s class on its own
+    assert host.vf_itr(bulk) == quantize_itr(15_753)  # 62 rx-usecs: at most 63.5 us between interrupts
+    rows = [d for d in store.decisions(bulk, 0, float("inf"), 10) if d["setting"] == "itr_bounds"]
+    assert rows and rows[0]["ok"] and rows[0]["reason"] == "rule: max_interval_us 62"
+    view = agent.view().vf(bulk)
+    assert view is not None and view.actuator == "patched" and view.actuator_reason.startswith("simulated patched")
+    restored = [a for a in agent.shutdown() if a.setting == "itr_bounds"]
+    assert len(restored) == len(host.inventory().vfs()) and all(a.applied == "0..0" for a in restored)
+    host.sleep(10)
+    assert host.vf_itr(bulk) == quantize_itr(12_000)
+    store.close()

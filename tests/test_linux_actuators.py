@@ -233,3 +233,72 @@ def test_hybrid_thresholds_go_to_the_driver_before_the_mode_and_come_back(tmp_pa
         assert tree_contents(tmp_path) == before
     finally:
         host.close()
+
+
+def test_itr_bounds_never_cross_on_the_way_and_restore_clears_them(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The fixture files get the driver's ERANGE rule: a min above a non-zero max (or a max
+    below a non-zero min) is refused, so only a write order that never crosses passes."""
+    from vftune.hostdriver.base import HostError
+    from vftune.hostdriver.linux import host as host_module
+
+    real_write = host_module.write_text
+    writes: list[tuple[str, str]] = []
+
+    def checked(path: Path, value: str) -> None:
+        if path.name in ("itr_min_usecs", "itr_max_usecs"):
+            other = path.with_name("itr_max_usecs" if path.name == "itr_min_usecs" else "itr_min_usecs")
+            v, o = int(value), int(other.read_text())
+            if v == 1 or (v and not 2 <= v <= 1022):
+                raise HostError(f"{path}: EINVAL")
+            if v and o and (v > o if path.name == "itr_min_usecs" else v < o):
+                raise HostError(f"{path}: {value}: Numerical result out of range (ERANGE)")
+            writes.append((path.name, value))
+        real_write(path, value)
+
+    monkeypatch.setattr(host_module, "write_text", checked)
+    host, _ = make_host(tmp_path, libvirt=False)
+    try:
+        host.inventory()
+        before = tree_contents(tmp_path)
+        a = host.set_vf_itr_bounds(VF0, 10_000, 20_000)  # interrupts/s -> 48..98 us
+        assert a.ok and a.old == "0..0" and a.applied == "9965..20345"
+        assert (read(tmp_path, f"{PF0_DEV}/sriov/0/itr_min_usecs"), read(tmp_path, f"{PF0_DEV}/sriov/0/itr_max_usecs")) \
+            == ("48", "98")
+        # Moving both bounds past each other: longer intervals need max first, shorter ones min first.
+        assert host.set_vf_itr_bounds(VF0, 1_000, 2_000).ok  # 488..976 us: above the old max
+        assert writes[-2:] == [("itr_max_usecs", "976"), ("itr_min_usecs", "488")]
+        assert host.set_vf_itr_bounds(VF0, 40_000, 100_000).ok  # 10..24 us: below the old min
+        assert writes[-2:] == [("itr_min_usecs", "10"), ("itr_max_usecs", "24")]
+        refused = host.set_vf_itr_bounds(VF0, 30_000, 20_000)
+        assert not refused.ok and "above max" in (refused.error or "")
+        stock = host.set_vf_itr_bounds(hosttree.vf_bdf(hosttree.PF1[0], 0), 10_000, 0)
+        assert not stock.ok and "stock ixgbe" in (stock.error or "")
+        restored = [r for r in host.restore() if r.setting == "itr_bounds"]
+        assert restored and all(r.ok for r in restored)
+        assert tree_contents(tmp_path) == before
+    finally:
+        host.close()
+
+
+def test_a_fixed_itr_is_confirmed_by_the_vfs_own_report_or_reported_unconfirmed(tmp_path: Path) -> None:
+    from linux_host import ManualClock
+
+    clock = ManualClock()
+    host, _ = make_host(tmp_path, libvirt=False, clock=clock, sleeper=clock.sleep)
+    vf1 = hosttree.vf_bdf(hosttree.PF0[0], 1)
+    try:
+        host.inventory()
+        assert host.set_vf_itr(VF0, 20000).ok and host.set_vf_itr(vf1, 20000).ok
+        assert host.collect_applied() == []  # the VFs fetch within 2 s: nothing to say yet
+        (tmp_path / PF0_DEV / "sriov/0/itr_applied_usecs").write_text("48\n")  # VF 0 reports, VF 1 does not
+        clock.sleep(1.0)
+        got = host.collect_applied()
+        assert [(a.target, a.setting, a.ok, a.applied) for a in got] == [(VF0, "itr_confirmed", True, 20345)]
+        clock.sleep(3.0)
+        late = host.collect_applied()
+        assert [(a.target, a.ok) for a in late] == [(vf1, False)]
+        assert "itr_applied_usecs reads '0', not the 48 requested 4 s ago" in (late[0].error or "")
+        assert host.collect_applied() == []  # said once
+    finally:
+        host.close()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import threading
+import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -24,6 +25,7 @@ from vftune.hostdriver.linux.libvirt_guests import (
     guests_from_domains,
     hostdev_addresses,
 )
+from vftune.model import VfActuator
 
 libvirt = pytest.importorskip("libvirt")
 WAIT_S = 10.0  # upper bound for a libvirt event to arrive; a pass takes milliseconds
@@ -149,17 +151,33 @@ def test_connection_lost_mid_query_reconnects(tmp_path: Path) -> None:
         directory.stop()
 
 
-def test_guest_agent_push_is_off_by_default_and_fails_cleanly_where_unsupported(tmp_path: Path) -> None:
+def test_guest_agent_through_libvirt_reports_an_agentless_guest_and_writes_nothing(tmp_path: Path) -> None:
+    """--guest-agent auto on libvirt's test driver: stock-PF VFs go to the guest agent, whose
+    qemuAgentCommand the test driver does not serve: "none" with libvirt's own reason, and a
+    write is a clear failure, never a silent success."""
     stock_vf = hosttree.vf_bdf(hosttree.PF1[0], 0)
-    host, _ = make_host(tmp_path, guest_agent_itr={stock_vf: "eth1"})
+    patched_vf = hosttree.vf_bdf(hosttree.PF0[0], 0)
+    host, _ = make_host(tmp_path, guest_agent="auto")
     try:
         host.inventory()
-        a = host.set_vf_itr(stock_vf, 20000)
-        # The test driver has no QEMU guest agent: a clear error naming guest, command and cause.
-        assert not a.ok and a.error.startswith("guest vm-web0: guest agent ethtool -C eth1 rx-usecs 48: ")
-        other = hosttree.vf_bdf(hosttree.PF1[0], 1)
-        assert "runs stock ixgbe" in (host.set_vf_itr(other, 20000).error or "")
-        assert host.restore() == []
+        host.snapshot()  # the VFs' MACs come with the netlink VF info
+        assert host.vf_actuator(patched_vf) == VfActuator("patched", "patched ixgbe: the PF's sriov/0/itr_usecs")
+        unheld = host.vf_actuator(hosttree.vf_bdf(hosttree.PF1[0], 6))
+        assert unheld is not None and unheld.actuator == "none" and "bound to ixgbevf on the host" in unheld.reason
+        # The agent check runs in the background from attach: a write is either queued and then
+        # fails, or refused at once while the VF backs off; never a silent success.
+        submitted = host.set_vf_itr(stock_vf, 20000)
+        assert submitted.pending or "virDomainQemuAgentCommand" in (submitted.error or "")
+        deadline = time.monotonic() + WAIT_S
+        status = host.vf_actuator(stock_vf)
+        while time.monotonic() < deadline and (status is None or "virDomainQemuAgentCommand" not in status.reason):
+            time.sleep(0.01)
+            status = host.vf_actuator(stock_vf)
+        assert status is not None and status.actuator == "none" and "vm-web0" in status.reason
+        refused = host.set_vf_itr(stock_vf, 20000)  # backing off: refused at once, with the reason
+        assert not refused.ok and "backing off" in (refused.error or "")
+        assert all(not a.ok for a in host.collect_applied())  # whatever finished, nothing succeeded
+        assert host.restore() == []  # nothing was journaled: the guest's ethtool never ran
     finally:
         host.close()
 

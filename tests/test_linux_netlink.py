@@ -6,6 +6,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from pyroute2.netlink.rtnl.ifinfmsg import ifinfmsg
 
 sys.path.insert(0, str(Path(__file__).parent / "fixtures"))
@@ -95,3 +97,25 @@ def test_vf_without_stats_is_left_out_and_a_bad_attribute_length_is_an_error() -
     broken = wire[:at] + b"\xff\x00" + wire[at + 2:]
     with pytest.raises(HostError, match=r"^enp3s0f0: IFLA_VFINFO_LIST: malformed netlink attribute"):
         parse_link(broken, "enp3s0f0")
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.dictionaries(st.integers(0, 62), st.binary(min_size=6, max_size=6), max_size=8))
+def test_vf_mac_is_the_six_bytes_after_the_vf_index(macs: dict[int, bytes]) -> None:
+    text = {n: ":".join(f"{b:02x}" for b in raw) for n, raw in macs.items()}
+    reply = link_reply("enp3s0f0", 4, (1, 1), {n: counts(n) for n in macs}, macs=text)
+    vfs = parse_link(reply, "enp3s0f0").vfs
+    assert {n: vf.mac for n, vf in vfs.items()} == text
+    assert vfinfo_pyroute2(decode_reply(reply, "enp3s0f0")[0]) == vfs
+
+
+def test_short_vf_mac_attribute_is_an_error_not_a_guess() -> None:
+    import struct
+
+    from vftune.hostdriver.linux.netlink_vfstats import IFLA_VF_INFO, IFLA_VF_MAC, IFLA_VF_STATS, vfinfo_from_buffer
+
+    mac = struct.pack("=HHI3sx", 4 + 4 + 3, IFLA_VF_MAC, 0, b"\x02\x00\x00")  # index, then 3 bytes of MAC
+    stats = struct.pack("=HH", 4, IFLA_VF_STATS)
+    info = struct.pack("=HH", 4 + len(mac) + len(stats), IFLA_VF_INFO) + mac + stats
+    with pytest.raises(HostError, match=r"^IFLA_VF_MAC at byte 4: 7 bytes, need 10$"):
+        vfinfo_from_buffer(info, 0, len(info))

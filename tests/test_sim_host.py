@@ -268,3 +268,24 @@ def test_hybrid_switches_at_the_cliff_it_is_given():
     assert h.snapshot().pfs["enp3s0f1"].current_mode == "de"
     h.restore()
     assert h.sim.pfs[1].cliff_pps is None and h.sim.pfs[1].rx_mode == "napi"
+
+
+def test_bounds_clamp_the_guests_adaptive_itr_and_restore_opens_them() -> None:
+    h = host("mixed-host", seed=2)
+    inv = h.inventory()
+    bulk, idle = inv.vfs()[4].pci, inv.vfs()[6].pci
+    a = h.set_vf_itr_bounds(bulk, 16_000, 0)  # bulk class (12K/s) held up at 16K
+    assert a.ok and a.old == "0..0" and a.applied == f"{quantize_itr(16_000)}..0"
+    assert h.set_vf_itr_bounds(idle, 0, 40_000).ok  # the idle VF's 100K class held down at 40K
+    h.sleep(600)
+    assert h.vf_itr(bulk) == quantize_itr(16_000)
+    assert h.vf_itr(idle) == quantize_itr(40_000)
+    h.set_vf_itr(bulk, 30_000)  # a fixed ITR is not bounded
+    assert h.vf_itr(bulk) == quantize_itr(30_000)
+    bad = h.set_vf_itr_bounds(bulk, 50_000, 20_000)
+    assert not bad.ok and "min <= max" in (bad.error or "")
+    restored = {(r.target, r.setting): r for r in h.restore()}
+    assert restored[(bulk, "itr_bounds")].applied == "0..0"
+    h.sleep(30)
+    assert h.vf_itr(bulk) == quantize_itr(12_000) and h.vf_itr(idle) == quantize_itr(100_000)
+    assert h.vf_actuator(bulk).actuator == "patched"

@@ -13,11 +13,13 @@ import socket
 from dataclasses import dataclass, field
 
 from vftune import paths
+from vftune.itr import MAX_RX_USECS
 
 DEFAULT_LISTEN = "127.0.0.1:8740"
 DEFAULT_SCENARIO = "mixed-host"
 LOG_LEVELS = ("debug", "info", "warning", "error")
 LOG_FORMATS = ("text", "json")
+GUEST_AGENT_MODES = ("auto", "on", "off")  # hostdriver/linux/guest_wiring.py says what each does
 
 # Numeric options: field -> (option, low, high, low excluded). The CLI's types and validate()
 # both use these, so a config file gets the same one-line answers as a flag.
@@ -71,10 +73,17 @@ class RunConfig:
     sysfs_root: str = "/sys"
     procfs_root: str = "/proc"
     libvirt_uri: str = "qemu:///system"  # "none": no guest ownership
+    # Set VFs' ITR inside their guests (ethtool through the QEMU guest agent): auto where the
+    # patched PF cannot, on for every guest-held VF, off never.
+    guest_agent: str = "auto"
+    guest_agent_sockets: str | None = None  # DIR of <guest>.sock agent sockets instead of libvirt
     # What it does.
     policy: str = "search"  # per-VF ITR policy spec (agent/policies.py)
     pf_mode: str = "hybrid"  # per-PF rx mode controller spec
     interval: float = 1.0  # seconds of host time per tick
+    # Longest interval (rx-usecs) a VF's own adaptive ITR may pick, for every VF; None = no bound.
+    # The config file's per-VF max_interval_us rules will feed the same AgentConfig field.
+    max_interval_us: int | None = None
     run_for: float | None = None  # wall seconds until a clean stop; None = until a signal
     # Where it keeps and serves what it does.
     db: str = field(default_factory=paths.default_db)  # SQLite history file (and write journal)
@@ -121,6 +130,10 @@ class RunConfig:
             for option, root in (("--sysfs-root", self.sysfs_root), ("--procfs-root", self.procfs_root)):
                 if not os.path.isdir(root):
                     raise ValueError(f"{option} {root}: not a directory")
+        if self.guest_agent not in GUEST_AGENT_MODES:
+            raise ValueError(f"--guest-agent {self.guest_agent!r}: choose from {', '.join(GUEST_AGENT_MODES)}")
+        if self.max_interval_us is not None and not 2 <= self.max_interval_us <= MAX_RX_USECS:
+            raise ValueError(f"--max-interval-us {self.max_interval_us}: must be 2..{MAX_RX_USECS} (rx-usecs)")
         if self.log_level not in LOG_LEVELS:
             raise ValueError(f"--log-level {self.log_level!r}: choose from {', '.join(LOG_LEVELS)}")
         if self.log_format not in LOG_FORMATS:

@@ -72,6 +72,18 @@ def usecs_to_itr(usecs: int) -> int:
     return steps_to_itr(max(1, min(ITR_MAX_STEPS, usecs // 2)))
 
 
+def itr_bounds_to_usecs(min_itr: int, max_itr: int) -> tuple[int, int]:
+    """Rate bounds (interrupts/s, 0 = open) to interval bounds (rx-usecs min, max; 0 = open).
+
+    The one place the bounds change direction: the lowest rate is the longest interval."""
+    return (itr_to_usecs(max_itr) if max_itr > 0 else 0, itr_to_usecs(min_itr) if min_itr > 0 else 0)
+
+
+def usecs_bounds_to_itr(min_usecs: int, max_usecs: int) -> tuple[int, int]:
+    """Interval bounds read back (rx-usecs, 0 = open) as rate bounds (min, max interrupts/s)."""
+    return (usecs_to_itr(max_usecs) if max_usecs > 1 else 0, usecs_to_itr(min_usecs) if min_usecs > 1 else 0)
+
+
 def same_itr(a: int, b: int) -> bool:
     """Whether a read-back ITR is the one asked for (the hardware rounds to whole steps)."""
     if a <= 0 or b <= 0:

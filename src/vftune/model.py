@@ -28,6 +28,18 @@ class Guest:
     pid: int | None = None
 
 
+ActuatorKind = Literal["patched", "guest-agent", "none"]
+
+
+@dataclass(frozen=True)
+class VfActuator:
+    """How a VF's ITR reaches it: the patched PF's sysfs, the guest's ethtool through its
+    guest agent, or nothing (then it is observed only); reason says why, in one line."""
+
+    actuator: ActuatorKind
+    reason: str
+
+
 @dataclass(frozen=True)
 class VfInfo:
     pf: str  # PF network interface name
@@ -35,6 +47,7 @@ class VfInfo:
     pci: str  # VF PCI address, 0000:03:10.0
     driver: str | None  # vfio-pci, ixgbevf or None when unbound
     guest: Guest | None = None
+    mac: str | None = None  # the PF's IFLA_VF_MAC for it, aa:bb:cc:dd:ee:ff; None when unknown
 
 
 @dataclass(frozen=True)
@@ -81,6 +94,7 @@ class VfCounters:
     stale: bool = False
     # True when packets move but host interrupt counts do not (posted interrupts).
     interrupts_frozen: bool = False
+    mac: str | None = None  # IFLA_VF_MAC as the PF reports it now
 
 
 @dataclass(frozen=True)
@@ -112,6 +126,7 @@ class Capabilities:
     itr_min: int = ITR_MIN_RATE  # interrupts/s the tuner may ask for
     itr_max: int = ITR_MAX_RATE
     vf_itr: bool = False  # can the host push a VF's ITR
+    vf_itr_bounds: bool = False  # can it bound a VF's own adaptive ITR
     rx_modes: tuple[str, ...] = ("napi",)  # modes the PF can switch to
     napi_budget: bool = False
     counter_refresh_s: float = 2.0  # how old a VF counter may be
@@ -130,6 +145,8 @@ class Applied:
     applied: SettingValue  # what a read-back shows now
     ok: bool = True
     error: str | None = None
+    # Accepted but not done yet: the outcome comes later from HostDriver.collect_applied().
+    pending: bool = False
 
 
 @dataclass(frozen=True)
@@ -230,6 +247,8 @@ class VfView:
     rule: str | None = None
     # Counted since the agent started, in base units (VF_TOTALS), for Prometheus counters.
     totals: Mapping[str, float] = field(default_factory=dict)
+    actuator: ActuatorKind = "none"  # how its ITR is set: "patched", "guest-agent" or "none"
+    actuator_reason: str = ""
 
 
 VF_TOTALS = ("rx_bytes", "tx_bytes", "rx_packets", "tx_packets", "interrupts")
@@ -312,6 +331,11 @@ class AgentView:
     @property
     def vf_count(self) -> int:
         return len(self.vfs)
+
+    @property
+    def actuators(self) -> tuple[VfView, ...]:
+        """Per VF, how its ITR is set (the API's /v1/host shows pci, actuator, actuator_reason)."""
+        return self.vfs
 
     def vf(self, pci: str) -> VfView | None:
         return next((vf for vf in self.vfs if vf.pci == pci), None)

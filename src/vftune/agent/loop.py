@@ -11,7 +11,7 @@ import bisect
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -32,7 +32,7 @@ from vftune.agent.policy import (
 )
 from vftune.agent.sampling import RateDeriver
 from vftune.hostdriver.base import HostDriver, HostError
-from vftune.itr import same_itr
+from vftune.itr import same_itr, usecs_to_itr
 from vftune.model import (
     TICK_BUCKETS,
     AgentView,
@@ -47,6 +47,7 @@ from vftune.model import (
     PfView,
     SettingValue,
     TickTimes,
+    VfActuator,
     VfInfo,
     VfSample,
     VfView,
@@ -67,6 +68,11 @@ class AgentConfig:
     maintain_every: int = 10  # ticks between retention passes (each a few small batches)
     fit_every: int = 60  # ticks between cost-model fits
     inventory_every: int = 60  # ticks between inventory re-reads (events trigger one sooner)
+    # Operators' rules: the longest interval (rx-usecs) a VF's own adaptive ITR may choose, by
+    # VF PCI address or "*" for every VF; applied as a lower ITR bound when the VF is found or
+    # changes owner. The one place such rules enter the agent (RunConfig.max_interval_us today,
+    # the config file's per-VF rules once they land).
+    max_interval_us: Mapping[str, int] = field(default_factory=dict)
 
 
 @dataclass
@@ -196,6 +202,7 @@ class Agent:
     def _vf_view(self, vf: VfInfo, st: VfState | None) -> VfView:
         s = st.sample if st else None
         phase = st.policy_state.get("phase") if st else None
+        act = self.host.vf_actuator(vf.pci) or VfActuator("none", f"the {self.host.name} backend does not say")
         return VfView(
             pci=vf.pci, pf=vf.pf, index=vf.index, driver=vf.driver,
             guest=vf.guest.name if vf.guest else None, guest_uuid=vf.guest.uuid if vf.guest else None,
@@ -208,6 +215,7 @@ class Agent:
             policy_state=dict(st.policy_state) if st else {},
             state=_vf_state(st), objective=st.rule.objective if st else NO_RULE.objective,
             rule=st.rule.source if st else None, totals=dict(st.totals) if st else {},
+            actuator=act.actuator, actuator_reason=act.reason,
         )
 
     @staticmethod
@@ -314,6 +322,9 @@ class Agent:
                 initial = self._apply_itr(pci, first, t)
                 if initial is not None:
                     decisions.append(initial)
+        for vf in inv.vfs():
+            if vf.pci not in before or _owner(before[vf.pci]) != _owner(vf.guest):
+                decisions.extend(self._apply_bounds(vf.pci, t))
         if self.store is not None:
             self.store.record_inventory(inv, t)
         return decisions
@@ -329,6 +340,7 @@ class Agent:
                 log.info("inventory refresh: %s", reason)
             decisions.extend(self.refresh_inventory())
         snap = self.host.snapshot()
+        decisions.extend(self._collect(self.wall(snap.time)))
         for err in snap.errors:
             log.warning("snapshot: %s", err)
         itrs = {pci: st.itr for pci, st in self.vfs.items()}
@@ -408,13 +420,42 @@ class Agent:
             return None  # unsupported here, or failing and not due for a retry
         applied = self._call(lambda: self.host.set_vf_itr(pci, decision.itr), pci, "itr", decision.itr)
         st = self.vfs[pci]
-        if applied.ok:
+        if applied.ok and not applied.pending:
             st.itr = int(applied.applied or 0)
-        st.last_decision = decision.reason
+        st.last_decision = decision.reason + (" (queued)" if applied.pending else "")
         if not self._report(applied, decision.reason, t):
             return None
         return Decision(t, pci, "itr", applied.old, decision.itr, applied.applied, applied.ok,
                         decision.reason, applied.error)
+
+    def _apply_bounds(self, pci: str, t: float) -> list[Decision]:
+        """An operator's max_interval_us for this VF, as a lower bound on its adaptive ITR."""
+        rules = self.config.max_interval_us
+        usecs = rules.get(pci, rules.get("*"))
+        if usecs is None:
+            return []
+        min_itr = usecs_to_itr(usecs)
+        reason = f"rule: max_interval_us {usecs}"
+        applied = self._call(lambda: self.host.set_vf_itr_bounds(pci, min_itr, 0), pci, "itr_bounds", f"{min_itr}..0")
+        self._log_applied(applied, reason)
+        return [Decision(t, pci, "itr_bounds", applied.old, applied.requested, applied.applied, applied.ok,
+                         reason, applied.error)]
+
+    def _collect(self, t: float) -> list[Decision]:
+        """Writes the host finished since the last tick (the guest agent's, read back in the guest)."""
+        decisions = []
+        for a in self.host.collect_applied():
+            st = self.vfs.get(a.target)
+            reason = ("the VF's own report of what it runs" if a.setting == "itr_confirmed"
+                      else "read back after an asynchronous write (guest agent)")
+            if a.setting == "itr" and st is not None:
+                with self.lock:
+                    if a.ok:
+                        st.itr = int(a.applied or 0)
+                    st.last_decision = f"{st.last_decision or ''}: {'applied' if a.ok else 'failed'}".lstrip(": ")
+            self._log_applied(a, reason)
+            decisions.append(Decision(t, a.target, a.setting, a.old, a.requested, a.applied, a.ok, reason, a.error))
+        return decisions
 
     def _apply_mode(self, pf: str, decision: ModeDecision, t: float) -> list[Decision]:
         # Modes are per PF on a mixed host (the host-wide capabilities keep only what all PFs

@@ -78,6 +78,12 @@ class CostModel(ViewModel):
     note: str | None
 
 
+class VfActuatorOut(ViewModel):
+    pci: str
+    actuator: str = Field(description="how the VF's ITR is set: patched, guest-agent or none")
+    actuator_reason: str
+
+
 class HostOut(ViewModel):
     backend: str
     detail: str
@@ -89,6 +95,7 @@ class HostOut(ViewModel):
     pfs: list[PfOut]
     ignored: list[IgnoredOut]
     cost_model: CostModel
+    actuators: list[VfActuatorOut] = Field(description="per VF: which actuator sets its ITR, and why")
 
 
 class VfOut(ViewModel):
@@ -113,6 +120,9 @@ class VfOut(ViewModel):
     state: str = Field(description="converged, searching, adaptive (the VF's own ITR), excluded or pinned")
     objective: str = Field(description="throughput, efficiency or latency (from a config rule)")
     rule: str | None = Field(description="the config rule that matched this VF; null: none")
+    actuator: str = Field(description="how its ITR is set: patched (the PF's sysfs), guest-agent (the guest's "
+                          "ethtool through its QEMU guest agent) or none (observed only)")
+    actuator_reason: str
 
 
 class VfDetail(VfOut):

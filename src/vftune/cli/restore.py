@@ -22,7 +22,10 @@ from vftune.cli.inventory import libvirt_uri_option, procfs_root_option, sysfs_r
 @sysfs_root_option
 @procfs_root_option
 @libvirt_uri_option
-def command(db: str | None, sysfs_root: str, procfs_root: str, libvirt_uri: str) -> None:
+@click.option("--guest-agent-sockets", default=None, metavar="DIR",
+              help="Reach guest agents on DIR/<guest>.sock instead of through libvirt (as `vftune run` did).")
+def command(db: str | None, sysfs_root: str, procfs_root: str, libvirt_uri: str,
+            guest_agent_sockets: str | None) -> None:
     """Write back every original value the journal holds (after a crash, or before removal)."""
     import os
 
@@ -51,7 +54,7 @@ def command(db: str | None, sysfs_root: str, procfs_root: str, libvirt_uri: str)
 
     # Writing sysfs back needs no netlink: a source that is never asked.
     host = LinuxHost(sysfs_root, procfs_root, None if libvirt_uri == "none" else libvirt_uri,
-                     netlink=ReplaySource({}), journal=journal)
+                     netlink=ReplaySource({}), journal=journal, guest_agent_sockets=guest_agent_sockets)
     try:
         results = host.restore()
     finally:

@@ -20,7 +20,7 @@ import click
 from vftune import paths, sdnotify
 from vftune.cli.common import Number, fail
 from vftune.cli.config import config_option
-from vftune.config import DEFAULT_SCENARIO, LIMITS, LOG_FORMATS, LOG_LEVELS, Listen, RunConfig
+from vftune.config import DEFAULT_SCENARIO, GUEST_AGENT_MODES, LIMITS, LOG_FORMATS, LOG_LEVELS, Listen, RunConfig
 
 if TYPE_CHECKING:
     from vftune.hostdriver.base import HostDriver
@@ -70,7 +70,8 @@ def open_host(config: RunConfig, journal: Journal) -> HostDriver:
     from vftune.hostdriver.linux.host import LinuxHost
 
     return LinuxHost(sysfs_root=config.sysfs_root, procfs_root=config.procfs_root, libvirt_uri=config.libvirt,
-                     journal=journal)
+                     journal=journal, guest_agent=config.guest_agent,
+                     guest_agent_sockets=config.guest_agent_sockets)
 
 
 @click.command("run")
@@ -109,6 +110,13 @@ def open_host(config: RunConfig, journal: Journal) -> HostDriver:
               help="Where procfs is mounted (linux backend).")
 @click.option("--libvirt-uri", default=DEFAULTS.libvirt_uri, show_default=True,
               help="libvirt connection for guest ownership (linux backend); 'none' to skip.")
+@click.option("--guest-agent", type=click.Choice(GUEST_AGENT_MODES), default=DEFAULTS.guest_agent, show_default=True,
+              help="Set VF ITRs inside guests with their ethtool through the QEMU guest agent: auto where the "
+              "patched PF cannot, on for every guest-held VF, off never (linux backend).")
+@click.option("--guest-agent-sockets", default=DEFAULTS.guest_agent_sockets, metavar="DIR",
+              help="Reach guest agents on DIR/<guest>.sock instead of through libvirt.")
+@click.option("--max-interval-us", type=int, default=DEFAULTS.max_interval_us, metavar="USECS",
+              help="Longest interval (rx-usecs) a VF's own adaptive ITR may pick (patched driver's bounds).")
 @click.option("--log-level", type=click.Choice(LOG_LEVELS), default=DEFAULTS.log_level, show_default=True)
 @click.option("--log-format", type=click.Choice(LOG_FORMATS), default=DEFAULTS.log_format, show_default=True,
               help="text (no timestamps under journald, a syslog priority per line) or json.")
@@ -181,7 +189,9 @@ def run(config: RunConfig, host_factory: Callable[[RunConfig, Journal], HostDriv
         fail(f"--db {config.db}: {exc}", 2)
     try:
         host = host_factory(config, journal)
-        agent = Agent(host, store, policy_factory, pf_factory, AgentConfig(interval=config.interval), rules=file_rules)
+        agent = Agent(host, store, policy_factory, pf_factory,
+                      AgentConfig(interval=config.interval, max_interval_us={} if config.max_interval_us is None
+                                  else {"*": config.max_interval_us}), rules=file_rules)
         agent.start(config.detail)  # first of all: restore what an unfinished run left
     except PolicyError as exc:
         store.close()

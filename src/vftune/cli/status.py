@@ -142,9 +142,9 @@ def render(state: dict[str, Any], width: int) -> RenderableType:
         if narrow:
             columns = [c for c in columns if c not in ("rx pkts", "tx")]
         if wide:
-            columns += ["objective", "last decision"]
+            columns += ["actuator", "objective", "last decision"]
         for col in columns:
-            table.add_column(col, justify="left" if col in ("VF", "guest", "phase", "objective", "last decision")
+            table.add_column(col, justify="left" if col in ("VF", "guest", "phase", "actuator", "objective", "last decision")
                              else "right", no_wrap=True, overflow="ellipsis",
                              max_width=10 if narrow and col == "guest" else None)
         for vf in by_pf.get(pf["name"], []):
@@ -152,6 +152,7 @@ def render(state: dict[str, Any], width: int) -> RenderableType:
                 "VF": vf["pci"], "guest": vf["guest"] or "-", "ITR": itr(vf["itr"]),
                 "rx": rate(vf["rx_bps"], "b/s"), "rx pkts": rate(vf["rx_pps"], "p/s"), "tx": rate(vf["tx_bps"], "b/s"),
                 "interrupts": rate(vf["interrupts_per_s"], "/s"), "CPU": cpu(vf["guest_cpu"]), "phase": phase(vf, narrow),
+                "actuator": vf.get("actuator") or "-",
                 "objective": vf.get("objective") or "", "last decision": vf["last_decision"] or "",
             }
             table.add_row(*(cells[c] for c in columns))

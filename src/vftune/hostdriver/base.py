@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
-from vftune.model import Applied, Capabilities, Inventory, Snapshot
+from vftune.model import Applied, Capabilities, Inventory, Snapshot, VfActuator
 
 Entry = TypeVar("Entry")
 
@@ -47,6 +47,21 @@ class HostDriver(abc.ABC):
     @abc.abstractmethod
     def set_vf_itr(self, vf_pci: str, itr: int) -> Applied:
         """Set a VF's interrupt rate in interrupts/s; 0 hands it back to the VF's own adaptive ITR."""
+
+    def set_vf_itr_bounds(self, vf_pci: str, min_itr: int, max_itr: int) -> Applied:
+        """Bound the VF's own adaptive ITR to [min_itr, max_itr] interrupts/s (0 = open on that
+        side); a fixed ITR is not affected. Setting "itr_bounds", values "MIN..MAX" per second."""
+        return Applied(vf_pci, "itr_bounds", f"{min_itr}..{max_itr}", None, None, ok=False,
+                       error=f"{vf_pci}: the {self.name} backend cannot bound a VF's adaptive ITR")
+
+    def collect_applied(self) -> list[Applied]:
+        """Outcomes of writes that finish after their call returned (Applied.pending), drained
+        by the agent every tick. Default: every write finishes in its call."""
+        return []
+
+    def vf_actuator(self, vf_pci: str) -> VfActuator | None:
+        """How this VF's ITR is set here ("patched", "guest-agent", "none") and why."""
+        return None
 
     @abc.abstractmethod
     def set_pf_rx_mode(self, pf: str, mode: str, napi_budget: int | None = None,

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from vftune.agent.hybrid import EPSILON, HybridSwitch
-from vftune.itr import frame_bytes, wire_bytes
+from vftune.itr import ITR_MAX_RATE, frame_bytes, wire_bytes
 from vftune.sim.adaptive import AdaptiveItr
 from vftune.sim.model import VfInput, VfRates, platform_for, share_port
 from vftune.sim.noise import NoiseStream, NoNoise
@@ -80,9 +80,14 @@ class SimVf:
     prev_live: VfTotals = VfTotals()  # at the start of the last step
     last: VfRates | None = None
 
+    itr_bounds: tuple[int, int] = (0, 0)  # host-set (min, max) interrupts/s for adaptive; 0 = open
+
     @property
     def itr(self) -> int:
-        return self.itr_request if self.itr_request > 0 else self.adaptive.itr
+        if self.itr_request > 0:
+            return self.itr_request
+        low, high = self.itr_bounds  # the patched ixgbevf clamps what its adaptive ITR picks
+        return min(high or ITR_MAX_RATE, max(low, self.adaptive.itr))
 
 
 @dataclass

@@ -38,6 +38,7 @@ from vftune.model import (
     PfCounters,
     PfInfo,
     Snapshot,
+    VfActuator,
     VfCounters,
     VfInfo,
 )
@@ -64,7 +65,13 @@ class RxModeWrite:
     cliff_pps: float | None
 
 
-SimWrite = ItrWrite | RxModeWrite
+@dataclass(frozen=True)
+class BoundsWrite:
+    vf: str
+    bounds: tuple[int, int]
+
+
+SimWrite = ItrWrite | RxModeWrite | BoundsWrite
 
 
 class SimHost(HostDriver):
@@ -104,7 +111,8 @@ class SimHost(HostDriver):
 
     def capabilities(self) -> Capabilities:
         return Capabilities(
-            backend="sim", itr_min=ITR_MIN_RATE, itr_max=ITR_MAX_RATE, vf_itr=True, rx_modes=RX_MODES,
+            backend="sim", itr_min=ITR_MIN_RATE, itr_max=ITR_MAX_RATE, vf_itr=True, vf_itr_bounds=True,
+            rx_modes=RX_MODES,
             napi_budget=True,
             counter_refresh_s=0.0 if self.sim.patched_counters else COUNTER_REFRESH_S,
             missing=self._missing(),
@@ -194,6 +202,29 @@ class SimHost(HostDriver):
             state.itr_request = quantize_itr(itr) if itr else 0
             return Applied(vf_pci, "itr", itr, old, state.itr_request)
 
+    def set_vf_itr_bounds(self, vf_pci: str, min_itr: int, max_itr: int) -> Applied:
+        requested = f"{min_itr}..{max_itr}"
+        with self._lock:
+            index = self._vf_by_pci.get(vf_pci)
+            if index is None:
+                return Applied(vf_pci, "itr_bounds", requested, None, None, ok=False, error=f"unknown VF {vf_pci}")
+            state = self.sim.vfs[index]
+            old = "{}..{}".format(*state.itr_bounds)
+            bad = [r for r in (min_itr, max_itr) if r != 0 and not ITR_MIN_RATE <= r <= ITR_MAX_RATE]
+            if bad or (min_itr and max_itr and min_itr > max_itr):
+                return Applied(vf_pci, "itr_bounds", requested, old, old, ok=False,
+                               error=f"{vf_pci}: ITR bounds {requested} not within {ITR_MIN_RATE}..{ITR_MAX_RATE} "
+                               "interrupts/s with min <= max (0 = open)")
+            self._journal.remember(vf_pci, "itr_bounds", BoundsWrite(vf_pci, state.itr_bounds))
+            state.itr_bounds = (quantize_itr(min_itr) if min_itr else 0, quantize_itr(max_itr) if max_itr else 0)
+            return Applied(vf_pci, "itr_bounds", requested, old, "{}..{}".format(*state.itr_bounds))
+
+    def vf_actuator(self, vf_pci: str) -> VfActuator | None:
+        if vf_pci not in self._vf_by_pci:
+            return None
+        counters = "fresh counters" if self.sim.patched_counters else "stock counters (2 s refresh)"
+        return VfActuator("patched", f"simulated patched ixgbe, {counters}")
+
     def _pf_index(self, pf: str) -> int | None:
         return self._pf_names.index(pf) if pf in self._pf_names else None
 
@@ -230,7 +261,13 @@ class SimHost(HostDriver):
         restored: list[Applied] = []
         with self._lock:
             for entry in self._journal.drain():
-                if isinstance(entry, ItrWrite):
+                if isinstance(entry, BoundsWrite):
+                    bvf = self.sim.vfs[self._vf_by_pci[entry.vf]]
+                    was_bounds = "{}..{}".format(*bvf.itr_bounds)
+                    bvf.itr_bounds = entry.bounds
+                    restored.append(Applied(entry.vf, "itr_bounds", "{}..{}".format(*entry.bounds), was_bounds,
+                                            "{}..{}".format(*bvf.itr_bounds)))
+                elif isinstance(entry, ItrWrite):
                     vf = self.sim.vfs[self._vf_by_pci[entry.vf]]
                     was = vf.itr_request
                     vf.itr_request = entry.itr_request

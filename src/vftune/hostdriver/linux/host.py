@@ -12,7 +12,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -20,13 +20,26 @@ from vftune.hostdriver.base import HostDriver, HostError
 from vftune.hostdriver.linux import patched_attrs as pa
 from vftune.hostdriver.linux.counter_health import CounterHealth
 from vftune.hostdriver.linux.cpu import ProcessCpu, parse_proc_stat
-from vftune.hostdriver.linux.libvirt_guests import GuestDirectory, GuestView
+from vftune.hostdriver.linux.guest_agent import AgentChannel, Coalesce, GuestVf, Limits, libvirt_connector, socket_connector
+from vftune.hostdriver.linux.guest_wiring import DEFAULT_LIMITS, GuestAgentWiring, GuestJournal, GuestOriginal
+from vftune.hostdriver.linux.libvirt_guests import GuestDirectory, GuestView, import_libvirt
 from vftune.hostdriver.linux.netlink_vfstats import LinkStats, as_source, parse_link
 from vftune.hostdriver.linux.proc_interrupts import InterruptCounts, parse_interrupts
 from vftune.hostdriver.linux.sysfs_inventory import PfDevice, SysfsScan, scan
 from vftune.hostdriver.linux.sysfs_io import as_count, read_optional, read_source, read_text, write_text
-from vftune.itr import itr_to_usecs, usecs_to_itr
-from vftune.model import RX_MODES, Applied, Capabilities, Inventory, PfCounters, SettingValue, Snapshot, VfCounters
+from vftune.itr import ITR_MAX_RATE, ITR_MIN_RATE, itr_bounds_to_usecs, itr_to_usecs, usecs_bounds_to_itr, usecs_to_itr
+from vftune.model import (
+    RX_MODES,
+    Applied,
+    Capabilities,
+    Inventory,
+    PfCounters,
+    SettingValue,
+    Snapshot,
+    VfActuator,
+    VfCounters,
+    VfInfo,
+)
 from vftune.store.journal import Journal, JournalEntry, JournalError, TargetGone
 
 log = logging.getLogger("vftune.linux")
@@ -38,12 +51,52 @@ STOCK_NAPI_DEFER = 2
 STOCK_NAPI_GRO_FLUSH_NS = 200_000
 PATCHED_REFRESH_S = 0.01  # patched PF: one hardware read per VF per 10 ms
 STOCK_REFRESH_S = 2.0  # stock ixgbe service task
+# The VF fetches the host's request at least every 2 s and reports what it applied: two periods.
+CONFIRM_DEADLINE_S = 2 * pa.VF_CONFIRM_S
 
 
 # Journal entry kinds (store/journal.py): what restore() needs to put one write back.
 KIND_SYSFS = "sysfs"  # payload: root ("sysfs"/"procfs"/""), path under it, old text
 KIND_VF_ITR = "vf_itr"  # payload: root, path of the patched PF's per-VF itr_usecs, old_request, ran_usecs
-KIND_GUEST_AGENT = "guest_agent"  # payload: vf, guest, ifname, usecs to ask for on restore
+KIND_VF_ITR_BOUNDS = "vf_itr_bounds"  # payload: root, path of itr_min_usecs (max beside it), old_min, old_max
+# payload: vf, guest, mac, ifname, original ({rx_usecs, adaptive_rx}: Coalesce.as_dict()), as guest_wiring.py
+# hands it over; restored inside the guest through its agent.
+KIND_GUEST_AGENT = "guest_agent_coalesce"
+GUEST_AGENT_SETTING = "guest_rx_usecs"
+
+
+class _JournalOfGuests:
+    """The guest-agent wiring's GuestJournal on the durable write journal (KIND_GUEST_AGENT)."""
+
+    def __init__(self, journal: Journal) -> None:
+        self._journal = journal
+
+    def remember(self, entry: GuestOriginal) -> None:
+        # JournalError propagates: the actuator then refuses the write (the original is not safe).
+        self._journal.remember(KIND_GUEST_AGENT, entry.vf.pci, GUEST_AGENT_SETTING, {
+            "vf": entry.vf.pci, "guest": entry.vf.guest, "mac": entry.vf.mac, "ifname": entry.ifname,
+            "original": entry.original.as_dict()})
+
+    def forget(self, vf_pci: str) -> None:
+        self._journal.discard(vf_pci, GUEST_AGENT_SETTING)
+
+    def entries(self) -> list[GuestOriginal]:
+        found = (guest_original(e) for e in self._journal.pending() if e.kind == KIND_GUEST_AGENT)
+        return [g for g in found if isinstance(g, GuestOriginal)]
+
+
+def guest_original(entry: JournalEntry) -> GuestOriginal | str:
+    """A KIND_GUEST_AGENT entry back as the wiring's record, or why it cannot be (a crash or an
+    older build may have left anything in the file)."""
+    p = entry.payload
+    original = Coalesce.from_dict(p.get("original"))
+    if not isinstance(original, Coalesce):
+        return original.reason
+    fields = [p.get(k) for k in ("vf", "guest", "mac", "ifname")]
+    if not all(isinstance(v, str) and v for v in fields):
+        return f"journal entry {entry.id}: vf, guest, mac and ifname must be non-empty text"
+    vf, guest, mac, ifname = (str(v) for v in fields)
+    return GuestOriginal(GuestVf(vf, guest, mac), ifname, original)
 
 
 class LinuxHost(HostDriver):
@@ -57,7 +110,9 @@ class LinuxHost(HostDriver):
         netlink: Any = None,
         *,
         run_root: str | os.PathLike[str] = "/run",
-        guest_agent_itr: Mapping[str, str] | None = None,
+        guest_agent: str = "off",
+        guest_agent_sockets: str | os.PathLike[str] | None = None,
+        guest_agent_limits: Limits = DEFAULT_LIMITS,
         clock: Callable[[], float] = time.monotonic,
         sleeper: Callable[[float], None] = time.sleep,
         libvirt_wait_s: float = 5.0,
@@ -65,14 +120,15 @@ class LinuxHost(HostDriver):
     ) -> None:
         """netlink: None opens pyroute2's IPRoute; an IPRoute (e.g. in a netns) or any object with
         link_reply(ifname) -> wire bytes is used instead.
-        guest_agent_itr: VF PCI address -> interface name inside its guest, for guests whose
-        ITR is pushed through the QEMU guest agent (off unless listed).
+        guest_agent: "auto", "on" or "off" (guest_wiring.py): when a VF's ITR is set inside its
+        guest with the guest's ethtool through the QEMU guest agent. guest_agent_sockets: a
+        directory of agent sockets named <guest>.sock, used instead of libvirt's
+        qemuAgentCommand (hosts without libvirt, tests).
         journal: where originals are kept until restored; None keeps them in this process only."""
         self.sysfs_root = Path(sysfs_root)
         self.procfs_root = Path(procfs_root)
         self.libvirt_uri = libvirt_uri
         self._source = as_source(netlink)
-        self._guest_agent_itr = dict(guest_agent_itr or {})
         self._clock = clock
         self._sleeper = sleeper
         self._libvirt_wait_s = libvirt_wait_s
@@ -80,7 +136,10 @@ class LinuxHost(HostDriver):
         self._journal.register(KIND_SYSFS, self._restore_sysfs_entry)
         self._journal.register(KIND_VF_ITR, self._restore_vf_itr_entry)
         self._journal.register(KIND_GUEST_AGENT, self._restore_guest_agent_entry)
+        self._journal.register(KIND_VF_ITR_BOUNDS, self._restore_bounds_entry)
         self._stopping = False  # set by stop(): no write after the final restore has begun
+        self._macs: dict[str, str] = {}  # VF PCI -> IFLA_VF_MAC, from the latest snapshot
+        self._confirm: dict[str, tuple[Path, int, float]] = {}  # VF -> (itr_applied_usecs, usecs, deadline)
         self._cpu = ProcessCpu(self.procfs_root)
         self._scan: SysfsScan | None = None
         self._health: CounterHealth | None = None
@@ -91,6 +150,28 @@ class LinuxHost(HostDriver):
             self._guests = GuestDirectory(
                 libvirt_uri, self.procfs_root, Path(run_root), on_change=self._on_guests_changed
             )
+        self._guest_agent = self._wire_guest_agent(guest_agent, guest_agent_sockets, guest_agent_limits,
+                                                    _JournalOfGuests(self._journal))
+        self._journal.register(KIND_GUEST_AGENT, self._restore_guest_agent_entry)
+        self._vf_infos: tuple[VfInfo, ...] = ()
+
+    def _wire_guest_agent(self, mode: str, sockets: str | os.PathLike[str] | None, limits: Limits,
+                          journal: GuestJournal) -> GuestAgentWiring:
+        """The transport: agent sockets where given, else libvirt's qemuAgentCommand."""
+        connect: Callable[[str], AgentChannel] | None = None
+        unavailable = ""
+        if sockets is not None:
+            where = Path(sockets)
+            connect = socket_connector(lambda guest: where / f"{guest}.sock")
+        elif self._guests is not None:
+            guests = self._guests
+
+            def connect(guest: str) -> AgentChannel:  # on the guest's worker: a missing libvirt is its error
+                import_libvirt()
+                return libvirt_connector(guests.connection)(guest)
+        else:
+            unavailable = "no libvirt connection (--libvirt-uri none) and no --guest-agent-sockets"
+        return GuestAgentWiring(mode, connect, journal, unavailable=unavailable, limits=limits, clock=self._clock)
 
     # -- inventory ----------------------------------------------------------------
 
@@ -115,8 +196,10 @@ class LinuxHost(HostDriver):
     def inventory(self) -> Inventory:
         sysfs = scan(self.sysfs_root)
         guests = self._guest_view().by_pci
+        macs = dict(self._macs)  # IFLA_VF_MAC as the last snapshot read it (netlink is read once a tick)
         pfs = tuple(
-            dataclasses.replace(pf, vfs=tuple(dataclasses.replace(vf, guest=guests.get(vf.pci)) for vf in pf.vfs))
+            dataclasses.replace(pf, vfs=tuple(dataclasses.replace(vf, guest=guests.get(vf.pci), mac=macs.get(vf.pci))
+                                              for vf in pf.vfs))
             for pf in sysfs.pfs
         )
         with self._inventory_lock:
@@ -125,7 +208,43 @@ class LinuxHost(HostDriver):
                 self._health = CounterHealth(self._refresh_s(sysfs))
             self._health.refresh_s = self._refresh_s(sysfs)
             self._health.forget(set(sysfs.vf_devices))
+        self._vf_infos = tuple(vf for pf in pfs for vf in pf.vfs)
+        self._guest_agent.sync(self._vf_infos, self._patched_refusal)  # after _scan: it reads the PFs
         return Inventory(pfs=pfs, ignored=sysfs.ignored)
+
+    def _patched_refusal(self, vf: VfInfo) -> str | None:
+        """None when the patched PF can push this VF's ITR now; else why not, in one line."""
+        dev = self._scan.pf_devices.get(vf.pf) if self._scan is not None else None
+        if dev is None or not dev.patched_itr:
+            return f"{vf.pf} runs stock ixgbe (no {pa.SRIOV_DIR}/): the PF cannot push this VF's ITR"
+        capable = pa.vf_itr_capable(dev.device_dir, vf.index)
+        if read_optional(capable) != "1":
+            return f"{capable} is not 1: the VF's driver has not fetched the host's ITR (stock ixgbevf?)"
+        return None
+
+    def vf_actuator(self, vf_pci: str) -> VfActuator | None:
+        return self._guest_agent.status(vf_pci)
+
+    def collect_applied(self) -> list[Applied]:
+        return self._guest_agent.collect() + self._confirmations()
+
+    def _confirmations(self) -> list[Applied]:
+        """The patched VF's own report (itr_applied_usecs) of a fixed interval vftune asked for:
+        "itr_confirmed" once it matches, a failure if it does not within CONFIRM_DEADLINE_S."""
+        out = []
+        now = self._clock()
+        for pci, (path, usecs, deadline) in list(self._confirm.items()):
+            reported = read_optional(path)
+            if reported == str(usecs):
+                out.append(Applied(pci, "itr_confirmed", usecs_to_itr(usecs), None, usecs_to_itr(usecs)))
+            elif now >= deadline:
+                out.append(self._failed(pci, "itr_confirmed", usecs_to_itr(usecs), (
+                    f"{path} reads {reported!r}, not the {usecs} requested {CONFIRM_DEADLINE_S:g} s ago "
+                    "(VF reset or down, or its driver ignores host ITR)")))
+            else:
+                continue
+            del self._confirm[pci]
+        return out
 
     def _current_scan(self) -> SysfsScan:
         if self._scan is None:
@@ -172,12 +291,14 @@ class LinuxHost(HostDriver):
             missing.extend(self._guest_view().errors)
         return Capabilities(
             backend=self.name,
-            vf_itr=bool(patched_itr) or bool(self._guest_agent_itr),
+            vf_itr=bool(patched_itr) or self._guest_agent.enabled,
+            vf_itr_bounds=bool(patched_itr),
             rx_modes=tuple(m for m in RX_MODES if m in modes) if devs else ("napi",),
             napi_budget=napi_budget,
             counter_refresh_s=self._refresh_s(sysfs),
             missing=tuple(missing),
-            vf_itr_unsupported_pfs=() if self._guest_agent_itr else tuple(d.name for d in devs if not d.patched_itr),
+            # A stock PF's VFs can still be tuned in their guests: the guest-agent wiring refuses per VF.
+            vf_itr_unsupported_pfs=() if self._guest_agent.enabled else tuple(d.name for d in devs if not d.patched_itr),
         )
 
     # -- sampling ---------------------------------------------------------------------
@@ -222,6 +343,7 @@ class LinuxHost(HostDriver):
             pfs[name] = self._pf_counters(dev, link)
 
         vfs: dict[str, VfCounters] = {}
+        macs_changed = False
         for pci, vf in sysfs.vf_devices.items():
             pf_link = links.get(vf.pf)
             if pf_link is None:
@@ -237,8 +359,15 @@ class LinuxHost(HostDriver):
                 rx_packets=stat.rx_packets, rx_bytes=stat.rx_bytes,
                 tx_packets=stat.tx_packets, tx_bytes=stat.tx_bytes,
                 interrupts=irqs, counters_time=h.counters_time, stale=h.stale, interrupts_frozen=h.interrupts_frozen,
+                mac=stat.mac,
             )
+            if stat.mac and self._macs.get(pci) != stat.mac:
+                self._macs[pci] = stat.mac
+                macs_changed = True
 
+        if macs_changed:  # a VF got (or changed) its MAC: the guest agent finds its interface by it
+            self._vf_infos = tuple(dataclasses.replace(vf, mac=self._macs.get(vf.pci)) for vf in self._vf_infos)
+            self._guest_agent.sync(self._vf_infos, self._patched_refusal)
         guest_cpu: dict[str, float] = {}
         if self._guests is not None:
             for guest in {g.name: g for g in self._guests.view().by_pci.values()}.values():
@@ -323,9 +452,16 @@ class LinuxHost(HostDriver):
             return self._failed(vf_pci, "itr", itr, f"{vf_pci}: not a VF of a managed 82599 PF")
         dev = sysfs.pf_devices[vf.pf]
         usecs = pa.ITR_ADAPTIVE if itr <= 0 else itr_to_usecs(itr)
+        choice = self._guest_agent.status(vf_pci)
+        held = any(v.pci == vf_pci and v.guest is not None for v in self._vf_infos)
+        if held and self._guest_agent.enabled and choice is not None and choice.actuator == "none" \
+                and not self._guest_agent.handles(vf_pci):
+            return self._failed(vf_pci, "itr", itr, choice.reason)  # e.g. its MAC not known yet: retried later
+        if self._guest_agent.handles(vf_pci):  # asynchronous: the outcome comes from collect_applied()
+            if self._stopping:
+                return self._failed(vf_pci, "itr", itr, "agent is stopping: no new writes after restore began")
+            return self._guest_agent.submit(vf_pci, itr)
         if not dev.patched_itr:
-            if vf_pci in self._guest_agent_itr:
-                return self._push_via_guest_agent(vf_pci, itr, usecs)
             return self._failed(vf_pci, "itr", itr, f"{dev.device_dir}/{pa.SRIOV_DIR}: absent, {vf.pf} runs "
                                 "stock ixgbe without per-VF ITR")
         itr_path = pa.vf_itr_usecs(dev.device_dir, vf.index)
@@ -346,30 +482,72 @@ class LinuxHost(HostDriver):
         old_n, now_n = as_count(old), as_count(now)
         if old_n is None or now_n is None:
             return self._failed(vf_pci, "itr", itr, f"{itr_path}: reads back {now!r} (was {old!r}), not a number")
+        if usecs > pa.ITR_ADAPTIVE:  # adaptive reports whatever it picks: nothing to compare
+            self._confirm[vf_pci] = (pa.vf_itr_applied_usecs(dev.device_dir, vf.index), usecs,
+                                     self._clock() + CONFIRM_DEADLINE_S)
+        else:
+            self._confirm.pop(vf_pci, None)
         return Applied(vf_pci, "itr", itr, usecs_to_itr(old_n), usecs_to_itr(now_n))
 
-    def _push_via_guest_agent(self, vf_pci: str, itr: int, usecs: int) -> Applied:
-        guest = (self._guests.view().by_pci.get(vf_pci) if self._guests is not None else None)
-        if guest is None or self._guests is None:
-            return self._failed(vf_pci, "itr", itr, f"{vf_pci}: no running guest holds this VF")
-        ifname = self._guest_agent_itr[vf_pci]
+    def set_vf_itr_bounds(self, vf_pci: str, min_itr: int, max_itr: int) -> Applied:
+        """The patched PF's itr_min_usecs / itr_max_usecs, written in an order that never crosses."""
+        requested = f"{min_itr}..{max_itr}"
+        sysfs = self._current_scan()
+        vf = sysfs.vf_devices.get(vf_pci)
+        if vf is None:
+            return self._failed(vf_pci, "itr_bounds", requested, f"{vf_pci}: not a VF of a managed 82599 PF")
+        for name, rate in (("min", min_itr), ("max", max_itr)):
+            if rate != 0 and not ITR_MIN_RATE <= rate <= ITR_MAX_RATE:
+                return self._failed(vf_pci, "itr_bounds", requested, f"{vf_pci}: {name} ITR {rate} outside "
+                                    f"{ITR_MIN_RATE}..{ITR_MAX_RATE} interrupts/s (0 = open)")
+        if min_itr and max_itr and min_itr > max_itr:
+            return self._failed(vf_pci, "itr_bounds", requested, f"{vf_pci}: min ITR {min_itr} above max {max_itr}")
+        dev = sysfs.pf_devices[vf.pf]
+        if not dev.patched_itr:
+            return self._failed(vf_pci, "itr_bounds", requested, f"{dev.device_dir}/{pa.SRIOV_DIR}: absent, {vf.pf} "
+                                "runs stock ixgbe without per-VF ITR bounds")
+        min_path, max_path = pa.vf_itr_min_usecs(dev.device_dir, vf.index), pa.vf_itr_max_usecs(dev.device_dir, vf.index)
+        new_min, new_max = itr_bounds_to_usecs(min_itr, max_itr)
         try:
             self._check_writable_now()
-            # ixgbevf's default is adaptive (1); that is what restore() puts back.
+            old_min, old_max = self._read_bounds(min_path, max_path)
+            new = self._journal_first(KIND_VF_ITR_BOUNDS, min_path, "itr_bounds", {"old_min": old_min, "old_max": old_max})
             try:
-                new = self._journal.remember(KIND_GUEST_AGENT, vf_pci, "guest_agent", {
-                    "vf": vf_pci, "guest": guest.name, "ifname": ifname, "usecs": pa.ITR_ADAPTIVE})
-            except JournalError as exc:
-                raise HostError(str(exc)) from None
-            try:
-                self._guests.agent_set_rx_usecs(guest.name, ifname, usecs)
+                self._write_bounds(min_path, max_path, new_min, new_max)
             except HostError:
-                if new:
-                    self._journal.discard(vf_pci, "guest_agent")
+                if new and self._read_bounds(min_path, max_path) == (old_min, old_max):
+                    self._journal.discard(str(min_path), "itr_bounds")
                 raise
+            now = self._read_bounds(min_path, max_path)
         except HostError as exc:
-            return self._failed(vf_pci, "itr", itr, str(exc))
-        return Applied(vf_pci, "itr", itr, None, usecs_to_itr(usecs))
+            return self._failed(vf_pci, "itr_bounds", requested, str(exc))
+        old_rates, now_rates = usecs_bounds_to_itr(old_min, old_max), usecs_bounds_to_itr(*now)
+        ok = now == (new_min, new_max)
+        return Applied(vf_pci, "itr_bounds", requested, "{}..{}".format(*old_rates), "{}..{}".format(*now_rates), ok=ok,
+                       error=None if ok else f"{min_path.parent}: bounds read back {now[0]}..{now[1]} us, "
+                       f"not {new_min}..{new_max}")
+
+    @staticmethod
+    def _read_bounds(min_path: Path, max_path: Path) -> tuple[int, int]:
+        values = []
+        for path in (min_path, max_path):
+            text = read_text(path)
+            value = as_count(text)
+            if value is None:
+                raise HostError(f"{path}: reads {text!r:.40}, not a number")
+            values.append(value)
+        return values[0], values[1]
+
+    @staticmethod
+    def _write_bounds(min_path: Path, max_path: Path, new_min: int, new_max: int) -> None:
+        """Never let min pass max on the way (ERANGE): raise max before min, else min first."""
+        old_max = as_count(read_text(max_path)) or 0
+        if new_min and old_max and new_min > old_max:
+            write_text(max_path, str(new_max))
+            write_text(min_path, str(new_min))
+        else:
+            write_text(min_path, str(new_min))
+            write_text(max_path, str(new_max))
 
     def set_pf_rx_mode(self, pf: str, mode: str, napi_budget: int | None = None,
                        cliff_pps: float | None = None, epsilon: float | None = None) -> Applied:
@@ -448,17 +626,38 @@ class LinuxHost(HostDriver):
                                     ran if isinstance(ran, int) else 0)
 
     def _restore_guest_agent_entry(self, entry: JournalEntry) -> Applied:
-        p = entry.payload
-        vf, usecs = str(p.get("vf", entry.target)), p.get("usecs", pa.ITR_ADAPTIVE)
-        if self._guests is None:
-            return self._failed(vf, "itr", 0, "no libvirt connection (--libvirt-uri none): guest agent "
-                                "entry kept")
+        """Inside the guest, through its agent; a guest that is gone or stopped took the setting
+        with it (the VF resets at its next start), so its entry is dropped."""
+        original = guest_original(entry)
+        if not isinstance(original, GuestOriginal):
+            raise TargetGone(f"{entry.target}: guest-agent journal entry unreadable: {original}")
+        guest = original.vf.guest
+        conn = self._guests.connection() if self._guests is not None else None
+        if conn is not None:
+            libvirt = import_libvirt()
+            try:
+                active = conn.lookupByName(guest).isActive()
+            except libvirt.libvirtError as exc:
+                raise TargetGone(f"guest {guest}: {exc.get_error_message() or exc}") from None
+            if not active:
+                raise TargetGone(f"guest {guest} is not running: its {original.ifname} setting went with it")
+        return self._guest_agent.restore_entries([original])[0]
+
+    def _restore_bounds_entry(self, entry: JournalEntry) -> Applied:
+        """Both bounds back to what the VF had (0, none, unless someone else set them), safely ordered."""
+        min_path = self._entry_path(entry)
+        max_path = min_path.with_name(pa.VF_ITR_MAX_USECS)
+        old_min, old_max = entry.payload.get("old_min", 0), entry.payload.get("old_max", 0)
+        want = (old_min if isinstance(old_min, int) else 0, old_max if isinstance(old_max, int) else 0)
+        target, text = str(min_path.parent), "{}..{}".format(*want)
         try:
-            self._guests.agent_set_rx_usecs(str(p.get("guest")), str(p.get("ifname")),
-                                            usecs if isinstance(usecs, int) else pa.ITR_ADAPTIVE)
+            before = "{}..{}".format(*self._read_bounds(min_path, max_path))
+            self._write_bounds(min_path, max_path, *want)
+            now = "{}..{}".format(*self._read_bounds(min_path, max_path))
         except HostError as exc:
-            return self._failed(vf, "itr", 0, str(exc))
-        return Applied(vf, "itr", 0, None, 0)
+            return self._failed(target, "itr_bounds", text, str(exc))
+        return Applied(target, "itr_bounds", text, before, now, ok=now == text,
+                       error=None if now == text else f"{target}: bounds read back {now} us, not {text}")
 
     def _restore_vf_itr(self, path: Path, old_request: str, ran_usecs: int) -> Applied:
         """Put back the VF's own setting, then the old request: 0 ("no request") keeps what the VF runs.
@@ -477,6 +676,7 @@ class LinuxHost(HostDriver):
                        error=None if now == old_request else f"{path}: reads back {now!r}")
 
     def close(self) -> None:
+        self._guest_agent.close()
         if self._guests is not None:
             self._guests.stop()
         self._source.close()

@@ -12,7 +12,6 @@ import contextlib
 import logging
 import os
 import threading
-import time
 import xml.etree.ElementTree as ET
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -301,28 +300,3 @@ class GuestDirectory:
             log.warning("%s", err)
         self._publish(by_pci, errors + parse_errors, connected=True)
         self._first_load.set()
-
-    # -- optional actuator: the guest's own ethtool through the QEMU guest agent ----
-
-    def agent_set_rx_usecs(self, guest: str, ifname: str, usecs: int, timeout_s: int = 2) -> None:
-        """Run the guest's `ethtool -C` and wait for its exit status (a refusal raises HostError).
-
-        Kept for LinuxHost's guest_agent_itr map until the backend uses GuestAgentActuator
-        (guest_agent/), which also finds the interface, reads back and never blocks the tick."""
-        from vftune.hostdriver.linux.guest_agent.protocol import AgentError, LibvirtChannel, guest_exec
-
-        libvirt = self._libvirt
-        conn = self._conn
-        if libvirt is None or conn is None:
-            raise HostError(f"guest {guest}: libvirt {self.uri} is not connected")
-        what = f"guest {guest}: guest agent ethtool -C {ifname} rx-usecs {usecs}"
-        try:
-            channel = LibvirtChannel(conn.lookupByName(guest), guest)
-            done = guest_exec(channel, "ethtool", ["-C", ifname, "rx-usecs", str(usecs)],
-                              time.monotonic() + timeout_s, call_timeout_s=timeout_s)
-        except libvirt.libvirtError as exc:
-            raise HostError(f"{what}: {exc.get_error_message() or exc}") from None
-        except AgentError as exc:
-            raise HostError(f"{what}: {str(exc).removeprefix(f'guest {guest}: ')}") from None
-        if not done.ok:
-            raise HostError(f"{what}: {done.failure()}")

@@ -31,6 +31,7 @@ _NLAHDR = struct.Struct("=HH")
 _U32 = struct.Struct("=I")
 _U64 = struct.Struct("=Q")
 NLA_TYPE_MASK = 0x3FFF  # strips NLA_F_NESTED / NLA_F_NET_BYTEORDER
+MAC_LEN = 6
 
 
 def _ids(nla_map: tuple[tuple[str, str], ...]) -> dict[str, int]:
@@ -58,6 +59,11 @@ class VfStat:
     rx_bytes: int
     tx_packets: int
     tx_bytes: int
+    mac: str | None = None  # IFLA_VF_MAC, aa:bb:cc:dd:ee:ff (00:00:00:00:00:00 = none assigned)
+
+
+def format_mac(raw: bytes) -> str:
+    return ":".join(f"{b:02x}" for b in raw)
 
 
 @dataclass(frozen=True)
@@ -195,10 +201,15 @@ def vfinfo_from_buffer(buf: bytes, start: int, end: int) -> dict[int, VfStat]:
         if kind != IFLA_VF_INFO:
             continue
         index = None
+        mac: str | None = None
         counts: list[int] | None = None
         for sub, s0, s1 in _attrs(buf, p0, p1):
             if sub == IFLA_VF_MAC:
+                # struct ifla_vf_mac { __u32 vf; __u8 mac[32]; }: Ethernet uses the first 6 bytes.
+                if s1 - s0 < _U32.size + MAC_LEN:
+                    raise HostError(f"IFLA_VF_MAC at byte {s0 - 4}: {s1 - s0} bytes, need {_U32.size + MAC_LEN}")
                 (index,) = _U32.unpack_from(buf, s0)
+                mac = format_mac(buf[s0 + _U32.size:s0 + _U32.size + MAC_LEN])
             elif sub == IFLA_VF_STATS:
                 counts = [0, 0, 0, 0]
                 for stat, t0, _t1 in _attrs(buf, s0, s1):
@@ -206,7 +217,7 @@ def vfinfo_from_buffer(buf: bytes, start: int, end: int) -> dict[int, VfStat]:
                     if slot is not None:
                         (counts[slot],) = _U64.unpack_from(buf, t0)
         if index is not None and counts is not None:
-            vfs[index] = VfStat(counts[0], counts[1], counts[2], counts[3])
+            vfs[index] = VfStat(counts[0], counts[1], counts[2], counts[3], mac)
     return vfs
 
 
@@ -227,6 +238,7 @@ def vfinfo_pyroute2(msg: ifinfmsg) -> dict[int, VfStat]:
             rx_bytes=get("IFLA_VF_STATS_RX_BYTES") or 0,
             tx_packets=get("IFLA_VF_STATS_TX_PACKETS") or 0,
             tx_bytes=get("IFLA_VF_STATS_TX_BYTES") or 0,
+            mac=str(mac["mac"]).lower(),
         )
     return vfs
 

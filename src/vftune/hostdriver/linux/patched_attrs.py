@@ -11,12 +11,21 @@ from pathlib import Path
 SRIOV_DIR = "sriov"  # present only on a patched PF with VFs enabled
 RXMODE_DIR = "rxmode"  # present only on a patched PF
 
-VF_ITR_USECS = "itr_usecs"  # rw: 0 leave alone, 1 adaptive, 2..1022 fixed
-VF_ITR_APPLIED_USECS = "itr_applied_usecs"  # ro: what the VF confirmed
-VF_ITR_CAPABLE = "itr_capable"  # ro: 1 once the VF negotiated the feature
+# Intervals are rx-usecs: 1 unit = 1.024 us of hardware time; odd values round down to even.
+VF_ITR_USECS = "itr_usecs"  # rw: 0 leave alone, 1 adaptive (within the bounds), 2..1022 fixed
+# rw: bounds of the VF's adaptive interval, 0 = none, else 2..1022; 1 or out of range EINVAL,
+# min above a non-zero max (or max below min) ERANGE: raise max before min, lower min before max.
+VF_ITR_MIN_USECS = "itr_min_usecs"
+VF_ITR_MAX_USECS = "itr_max_usecs"
+# ro: what the VF last reported it runs with (0 before its first report). The VF fetches the
+# host's values within ~2 s (the PF never sends them), so confirm with this, not the write.
+VF_ITR_APPLIED_USECS = "itr_applied_usecs"
+VF_ITR_CAPABLE = "itr_capable"  # ro: 1 once the VF fetched its values since its last reset
+VF_CONFIRM_S = 2.0  # the VF's watchdog fetch period
 
 ITR_LEAVE_ALONE = 0
 ITR_ADAPTIVE = 1
+ITR_BOUND_NONE = 0
 
 RXMODE_MODE = "mode"  # rw: napi | de | hybrid
 RXMODE_CLIFF_PPS = "cliff_pps"  # rw: 1..CLIFF_PPS_MAX
@@ -24,7 +33,7 @@ CLIFF_PPS_MAX = 100_000_000
 RXMODE_EPSILON_PCT = "epsilon_pct"
 RXMODE_POLL_LIMIT = "poll_limit"  # rw: 1..64
 RXMODE_CURRENT = "current"  # ro: napi | de
-RXMODE_RATE_PPS = "rate_pps"  # ro
+RXMODE_RATE_PPS = "rate_pps"  # ro: the hybrid's estimate; 0 in napi and de
 RXMODE_SWITCHES = "switches"  # ro
 POLL_LIMIT_MAX = 64
 
@@ -40,6 +49,14 @@ def vf_dir(pf_device: Path, index: int) -> Path:
 
 def vf_itr_usecs(pf_device: Path, index: int) -> Path:
     return vf_dir(pf_device, index) / VF_ITR_USECS
+
+
+def vf_itr_min_usecs(pf_device: Path, index: int) -> Path:
+    return vf_dir(pf_device, index) / VF_ITR_MIN_USECS
+
+
+def vf_itr_max_usecs(pf_device: Path, index: int) -> Path:
+    return vf_dir(pf_device, index) / VF_ITR_MAX_USECS
 
 
 def vf_itr_applied_usecs(pf_device: Path, index: int) -> Path:
