@@ -273,7 +273,7 @@ class Agent:
         st.last_decision = decision.reason
         self._log_applied(applied, decision.reason)
         return Decision(t, pci, "itr", applied.old, decision.itr, applied.applied, applied.ok,
-                        decision.reason, applied.error)
+                        decision.reason, applied.error, decision.cause)
 
     def _apply_mode(self, pf: str, decision: ModeDecision, t: float) -> list[Decision]:
         applied = self._call(
