@@ -215,3 +215,29 @@ def test_objectives_set_the_search_rules():
         Objective.parse("fast")
     with pytest.raises(ValueError, match="max_interval_us"):
         Goal(max_interval_us=5000)
+
+
+# ---- the policy factory ---------------------------------------------------------------------
+
+def test_the_factory_gives_each_vf_its_objective_and_one_shared_memory():
+    from vftune.agent.policies import PolicyError, SearchFactory, make_vf_policy, vf_policy
+    from vftune.agent.policy import VfGoal
+    from vftune.agent.tuner import SearchTuner
+    from vftune.model import Capabilities
+
+    caps = Capabilities(backend="test", vf_itr=True)
+    factory = vf_policy("search")
+    assert isinstance(factory, SearchFactory)
+    plain = factory(PCI, caps)
+    latency = factory("0000:03:10.2", caps, VfGoal("latency", 30))
+    assert isinstance(plain, SearchTuner) and isinstance(latency, SearchTuner)
+    assert plain.state()["objective"] == "throughput"
+    assert latency.state()["objective"] == "latency" and latency.state()["max_interval_us"] == 30
+    assert latency.full_bracket[0] >= 1e6 / 30 - 1  # a hard bound: no probe below it
+    assert plain.profiles is latency.profiles is factory.profiles
+    made = make_vf_policy("search", PCI, caps, "efficiency", None)
+    assert isinstance(made, SearchTuner) and made.state()["objective"] == "efficiency"
+    with pytest.raises(PolicyError, match="objective 'speed'"):
+        make_vf_policy("search", PCI, caps, "speed")
+    with pytest.raises(PolicyError, match="max_interval_us"):
+        factory(PCI, caps, VfGoal("throughput", 5000))

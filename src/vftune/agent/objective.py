@@ -47,11 +47,16 @@ class Goal:
     """An objective and its bound on the added delay, as one VF's policy is given them."""
 
     objective: Objective = Objective.THROUGHPUT
-    max_interval_us: int | None = None  # None: the objective's own bound
+    max_interval_us: float | None = None  # None: the objective's own bound
 
     def __post_init__(self) -> None:
         if self.max_interval_us is not None and not 2 <= self.max_interval_us <= MAX_RX_USECS:
             raise ValueError(f"max_interval_us must be 2..{MAX_RX_USECS}, got {self.max_interval_us!r}")
+
+    @classmethod
+    def of(cls, objective: Objective | str, max_interval_us: float | None = None) -> Goal:
+        """From a config rule's values (an objective's name, a bound in microseconds or None)."""
+        return cls(Objective.parse(objective) if isinstance(objective, str) else objective, max_interval_us)
 
     def search_config(self, base: SearchConfig) -> SearchConfig:
         """The search's decision rules under this goal (budget and stop rules from `base`)."""

@@ -1,13 +1,30 @@
-"""Policy specs as an operator writes them on the command line: `search`, `fixed:20000`, `observe`."""
+"""Policy specs as an operator writes them on the command line: `search`, `fixed:20000`, `observe`.
+
+Every VF factory here is a GoalPolicyFactory: called as (pci, caps) it gives the default goal
+(objective `throughput`), called as (pci, caps, VfGoal(objective, max_interval_us)) it gives the
+goal of the VF's config rule. make_vf_policy() is the same in one call. The search factory holds
+one HostProfiles for all the VFs it makes: the host's workload memory (Agent.profiles()).
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from typing import TypeVar
 
+from vftune.agent.memory import HostProfiles
 from vftune.agent.mode import HybridModeController, ModeOptions
-from vftune.agent.policy import FixedItr, Observe, PfControllerFactory, StockMode, VfPolicyFactory
-from vftune.agent.tuner import SearchTuner
+from vftune.agent.objective import Goal, Objective
+from vftune.agent.policy import (
+    DEFAULT_GOAL,
+    FixedItr,
+    GoalPolicyFactory,
+    Observe,
+    PfControllerFactory,
+    StockMode,
+    VfGoal,
+    VfPolicy,
+)
+from vftune.agent.tuner import SearchTuner, TunerOptions
 from vftune.model import Capabilities
 
 Made = TypeVar("Made")
@@ -17,13 +34,13 @@ class PolicyError(ValueError):
     pass
 
 
-def _fixed(arg: str) -> VfPolicyFactory:
+def _fixed(arg: str) -> GoalPolicyFactory:
     try:
         itr = int(arg)
     except ValueError:
         raise PolicyError(f"--policy fixed:{arg}: the rate must be a whole number of interrupts/s") from None
 
-    def make(pci: str, caps: Capabilities) -> FixedItr:
+    def make(pci: str, caps: Capabilities, goal: VfGoal = DEFAULT_GOAL, /) -> FixedItr:
         if not caps.itr_min <= itr <= caps.itr_max:
             raise PolicyError(
                 f"--policy fixed:{itr}: outside this host's range {caps.itr_min}..{caps.itr_max} interrupts/s"
@@ -33,10 +50,32 @@ def _fixed(arg: str) -> VfPolicyFactory:
     return make
 
 
-def _search(arg: str) -> VfPolicyFactory:
+class SearchFactory:
+    """Makes SearchTuners that share one host's workload memory, each with its VF's goal."""
+
+    def __init__(self, options: TunerOptions | None = None, profiles: HostProfiles | None = None) -> None:
+        self.options = options
+        self.profiles = profiles or HostProfiles()
+
+    def __call__(self, pci: str, caps: Capabilities, goal: VfGoal = DEFAULT_GOAL, /) -> SearchTuner:
+        try:
+            tuner_goal = Goal.of(goal.objective, goal.max_interval_us)
+        except ValueError as exc:
+            raise PolicyError(f"VF {pci}: {exc}") from None
+        return SearchTuner(pci, caps, self.options, goal=tuner_goal, profiles=self.profiles)
+
+
+def _search(arg: str) -> GoalPolicyFactory:
     if arg:
         raise PolicyError(f"--policy search:{arg}: search takes no argument")
-    return lambda pci, caps: SearchTuner(pci, caps)
+    return SearchFactory()
+
+
+def _observe(arg: str) -> GoalPolicyFactory:
+    def make(pci: str, caps: Capabilities, goal: VfGoal = DEFAULT_GOAL, /) -> Observe:
+        return Observe()
+
+    return make
 
 
 def _hybrid(arg: str) -> PfControllerFactory:
@@ -47,10 +86,10 @@ def _hybrid(arg: str) -> PfControllerFactory:
     return lambda pf, caps: HybridModeController(pf, caps, options)
 
 
-VF_POLICIES: dict[str, Callable[[str], VfPolicyFactory]] = {
+VF_POLICIES: dict[str, Callable[[str], GoalPolicyFactory]] = {
     "search": _search,
     "fixed": _fixed,
-    "observe": lambda _arg: (lambda pci, caps: Observe()),
+    "observe": _observe,
 }
 
 PF_CONTROLLERS: dict[str, Callable[[str], PfControllerFactory]] = {
@@ -66,8 +105,20 @@ def _parse(spec: str, table: Mapping[str, Callable[[str], Made]], option: str) -
     return table[name](arg)
 
 
-def vf_policy(spec: str) -> VfPolicyFactory:
+def vf_policy(spec: str) -> GoalPolicyFactory:
+    """A factory callable as (pci, caps) or (pci, caps, goal)."""
     return _parse(spec, VF_POLICIES, "--policy")
+
+
+def make_vf_policy(spec: str, pci: str, caps: Capabilities, objective: Objective | str = Objective.THROUGHPUT,
+                   max_interval_us: float | None = None) -> VfPolicy:
+    """One VF's policy from a spec and its config rule's objective and bound (microseconds)."""
+    try:
+        goal = VfGoal(Objective.parse(objective).value if isinstance(objective, str) else objective.value,
+                      max_interval_us)
+    except ValueError as exc:
+        raise PolicyError(str(exc)) from None
+    return vf_policy(spec)(pci, caps, goal)
 
 
 def pf_controller(spec: str) -> PfControllerFactory:

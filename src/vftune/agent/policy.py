@@ -7,6 +7,7 @@ decision or None. No clock, no I/O; the agent applies what they decide and recor
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Protocol
 
 from vftune.itr import quantize_itr
@@ -48,6 +49,24 @@ class PfController(Protocol):
 
 VfPolicyFactory = Callable[[str, Capabilities], VfPolicy]
 PfControllerFactory = Callable[[str, Capabilities], PfController]
+
+
+@dataclass(frozen=True)
+class VfGoal:
+    """What an operator asked for one VF (a config rule): the objective, and the longest
+    interval between interrupts the VF may get (microseconds; None = the policy's own limit)."""
+
+    objective: str = "throughput"  # "throughput" | "efficiency" | "latency"
+    max_interval_us: float | None = None
+
+
+DEFAULT_GOAL = VfGoal()
+
+
+class GoalPolicyFactory(Protocol):
+    """A VfPolicyFactory that also takes the VF's goal: vftune.agent.policies' factories."""
+
+    def __call__(self, pci: str, caps: Capabilities, goal: VfGoal = DEFAULT_GOAL, /) -> VfPolicy: ...
 
 
 class FixedItr(VfPolicy):
