@@ -21,6 +21,7 @@ from vftune.hostdriver.linux import patched_attrs as pa
 from vftune.hostdriver.linux.counter_health import CounterHealth
 from vftune.hostdriver.linux.cpu import ProcessCpu, parse_proc_stat
 from vftune.hostdriver.linux.libvirt_guests import GuestDirectory, GuestView
+from vftune.hostdriver.linux.ethtool_stats import EthtoolStatsRefresher
 from vftune.hostdriver.linux.netlink_vfstats import LinkStats, as_source, parse_link
 from vftune.hostdriver.linux.proc_interrupts import InterruptCounts, parse_interrupts
 from vftune.hostdriver.linux.sysfs_inventory import PfDevice, SysfsScan, scan
@@ -79,11 +80,14 @@ class LinuxHost(HostDriver):
         clock: Callable[[], float] = time.monotonic,
         sleeper: Callable[[float], None] = time.sleep,
         libvirt_wait_s: float = 5.0,
+        counter_refresh: EthtoolStatsRefresher | None = None,
     ) -> None:
         """netlink: None opens pyroute2's IPRoute; an IPRoute (e.g. in a netns) or any object with
         link_reply(ifname) -> wire bytes is used instead.
         guest_agent_itr: VF PCI address -> interface name inside its guest, for guests whose
-        ITR is pushed through the QEMU guest agent (off unless listed)."""
+        ITR is pushed through the QEMU guest agent (off unless listed).
+        counter_refresh: reads stock PFs' ethtool statistics so VF counters are fresh each
+        snapshot (ethtool_stats.py); None opens one in this network namespace."""
         self.sysfs_root = Path(sysfs_root)
         self.procfs_root = Path(procfs_root)
         self.libvirt_uri = libvirt_uri
@@ -93,6 +97,7 @@ class LinuxHost(HostDriver):
         self._sleeper = sleeper
         self._libvirt_wait_s = libvirt_wait_s
         self._journal: WriteJournal[LinuxWrite] = WriteJournal()
+        self._gstats = counter_refresh if counter_refresh is not None else EthtoolStatsRefresher()
         self._cpu = ProcessCpu(self.procfs_root)
         self._scan: SysfsScan | None = None
         self._health: CounterHealth | None = None
@@ -131,6 +136,7 @@ class LinuxHost(HostDriver):
             dataclasses.replace(pf, vfs=tuple(dataclasses.replace(vf, guest=guests.get(vf.pci)) for vf in pf.vfs))
             for pf in sysfs.pfs
         )
+        self._gstats.forget()
         with self._inventory_lock:
             self._scan = sysfs
             if self._health is None:
@@ -145,10 +151,14 @@ class LinuxHost(HostDriver):
         assert self._scan is not None
         return self._scan
 
-    @staticmethod
-    def _refresh_s(sysfs: SysfsScan) -> float:
+    def _refresh_s(self, sysfs: SysfsScan) -> float:
         devs = sysfs.pf_devices.values()
-        return PATCHED_REFRESH_S if devs and all(d.patched_itr for d in devs) else STOCK_REFRESH_S
+        if devs and all(d.patched_itr for d in devs):
+            return PATCHED_REFRESH_S
+        # Stock PFs whose ethtool statistics can be read refresh their VFs' counters on demand.
+        if devs and all(d.patched_itr or self._gstats.refresh(d.name) is not None for d in devs):
+            return self._gstats.min_interval_s
+        return STOCK_REFRESH_S
 
     # -- capabilities ----------------------------------------------------------------
 
@@ -222,6 +232,8 @@ class LinuxHost(HostDriver):
         except (HostError, ValueError, IndexError) as exc:
             errors.append(f"{stat_path}: {exc}")
 
+        # Stock PFs: read their ethtool statistics first, which copies every VF's counters now.
+        refreshed = {n for n, d in sysfs.pf_devices.items() if not d.patched_itr and self._gstats.refresh(n) is not None}
         links: dict[str, LinkStats] = {}
         pfs: dict[str, PfCounters] = {}
         for name, dev in sysfs.pf_devices.items():
@@ -243,7 +255,7 @@ class LinuxHost(HostDriver):
                 continue
             irqs = interrupts.for_vf(pci, vf.msi_irqs) if interrupts is not None else None
             h = health.update(pci, t, stat.rx_packets + stat.tx_packets, irqs,
-                              always_fresh=sysfs.pf_devices[vf.pf].patched_itr)
+                              always_fresh=sysfs.pf_devices[vf.pf].patched_itr or vf.pf in refreshed)
             vfs[pci] = VfCounters(
                 rx_packets=stat.rx_packets, rx_bytes=stat.rx_bytes,
                 tx_packets=stat.tx_packets, tx_bytes=stat.tx_bytes,
@@ -413,6 +425,12 @@ class LinuxHost(HostDriver):
         if self._guests is not None:
             self._guests.stop()
         self._source.close()
+        self._gstats.close()
+
+    @property
+    def counter_refresh_cost(self) -> dict[str, dict[str, object]]:
+        """ETHTOOL_GSTATS reads per PF: how many, their mean and worst wall time, errors."""
+        return {pf: c.as_dict() for pf, c in self._gstats.cost.items()}
 
     # -- for tests and the CLI -----------------------------------------------------------------
 
