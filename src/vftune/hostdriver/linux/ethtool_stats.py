@@ -59,7 +59,7 @@ def stats_count(ioctl: Ioctl, ifname: str) -> int:
         return 0
     if count > MAX_STATS:
         raise OSError(errno.EOVERFLOW, f"{count} statistics")
-    return count
+    return int(count)
 
 
 def read_stats(ioctl: Ioctl, ifname: str, count: int) -> tuple[int, ...]:

@@ -20,8 +20,8 @@ from vftune.hostdriver.base import HostDriver, HostError, WriteJournal
 from vftune.hostdriver.linux import patched_attrs as pa
 from vftune.hostdriver.linux.counter_health import CounterHealth
 from vftune.hostdriver.linux.cpu import ProcessCpu, parse_proc_stat
-from vftune.hostdriver.linux.libvirt_guests import GuestDirectory, GuestView
 from vftune.hostdriver.linux.ethtool_stats import EthtoolStatsRefresher
+from vftune.hostdriver.linux.libvirt_guests import GuestDirectory, GuestView
 from vftune.hostdriver.linux.netlink_vfstats import LinkStats, as_source, parse_link
 from vftune.hostdriver.linux.proc_interrupts import InterruptCounts, parse_interrupts
 from vftune.hostdriver.linux.sysfs_inventory import PfDevice, SysfsScan, scan
