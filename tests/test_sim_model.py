@@ -7,33 +7,48 @@ import pytest
 from vftune.bench.oracle import oracle_itr, oracle_plan
 from vftune.itr import LINE_RATE_BPS, quantize_itr
 from vftune.sim.engine import HostSim
-from vftune.sim.model import VfInput, line_payload_Bps, vf_rates
+from vftune.sim.model import Platform, VfInput, line_payload_Bps, vf_rates
 from vftune.sim.pfmode import cliff_pps, host_rx
 from vftune.sim.scenarios import SCENARIOS, build
-from vftune.sim.sweep import default_grid, hardware_rates, sweep, tunable_vfs
+from vftune.sim.sweep import default_grid, hardware_rates, sweep
 from vftune.sim.workload import HostTraffic, RequestResponse, Stream
 
 GEIST_SLOW_ITR = quantize_itr(1e6 / (640 * 1.024))  # 640 x 1.024 us between interrupts
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
-def test_paper_3vm_peaks_where_wu_and_wang_measured(seed: int) -> None:
-    result = sweep("paper-3vm", seed=seed)
-    assert 40_000 <= result["best_itr"] <= 56_000
-    by_itr = {p["itr"]: p["throughput_bps"] for p in result["points"]}
-    best = by_itr[result["best_itr"]]
-    # Rises, peaks, falls: both ends of the range are clearly worse than the peak.
-    assert by_itr[min(by_itr)] < 0.2 * best
-    assert by_itr[max(by_itr)] < 0.8 * best
+def test_bulk_tcp_with_autotuned_windows_is_flat_over_a_wide_range(seed: int) -> None:
+    # Wu & Wang's 15000-byte case with Linux's autotuned windows: no interior peak.
+    points = sweep("paper-3vm", seed=seed)["points"]
+    top = max(p["goodput_bps"] for p in points)
+    flat = [p["itr"] for p in points if p["goodput_bps"] >= 0.99 * top]
+    assert min(flat) <= 2_000 and max(flat) == 488_281
+    # Interrupts cost CPU on the plateau, so the cheap end is the low end.
+    by_itr = {p["itr"]: p for p in points}
+    assert by_itr[min(flat)]["cpu"] < by_itr[max(flat)]["cpu"]
 
 
-def test_peak_depends_on_the_workload() -> None:
-    big = sweep("paper-3vm")["best_itr"]
-    series = [sweep(f"paper-{n}vm")["best_itr"] for n in (1, 8, 12, 15)]
-    # 512-byte packets cost more CPU per byte than 1500-byte ones: fewer interrupts pay off.
-    assert series[0] < 0.8 * big
-    # More guests on the same cores: the CPU ceiling moves the best rate down.
-    assert series == sorted(series, reverse=True) and series[0] > 2 * series[-1]
+def test_pinned_small_window_decays_once_the_interval_holds_acks_back() -> None:
+    w = Stream(packet_bytes=1500, window_bytes=64_000, rtt_s=60e-6)
+    goodput = {itr: vf_rates(VfInput(w, quantize_itr(itr), 1.0)).delivered_bps
+               for itr in (2_000, 8_000, 50_000, 200_000)}
+    assert goodput[2_000] < goodput[8_000] < goodput[50_000]  # window / (RTT + I) grows with the rate
+    assert goodput[200_000] == pytest.approx(goodput[50_000], rel=0.2)
+
+
+def test_napi_suppresses_interrupts_of_a_saturated_guest() -> None:
+    # A receiver whose vCPU is saturated takes (almost) no interrupts, whatever the ITR.
+    w = Stream(packet_bytes=1500)
+    for itr in (20_000, 100_000, 488_281):
+        r = vf_rates(VfInput(w, quantize_itr(itr), 0.5))
+        assert r.interrupts_per_s < 0.05 * itr
+        assert r.guest_cpu == pytest.approx(0.5)
+    # An unsaturated one fires once per interval with an arrival: 83k packets/s against 20K/s
+    # is a Poisson cycle of I + 1/rate.
+    capped = Stream(packet_bytes=1500, offered_bps=1e9)
+    itr = quantize_itr(20_000)
+    r = vf_rates(VfInput(capped, itr, 1.0))
+    assert r.interrupts_per_s == pytest.approx(1 / (1 / itr + 1 / r.rx_pps), rel=0.01)
 
 
 def test_line_limited_bulk_has_a_plateau_whose_lowest_rate_is_chosen() -> None:
@@ -100,11 +115,21 @@ def test_cpu_cost_grows_with_interrupts_at_equal_throughput() -> None:
     assert high.guest_cpu > low.guest_cpu and high.host_cpu > low.host_cpu
 
 
-def test_unacknowledged_flood_livelocks_as_interrupts_rise() -> None:
-    w = Stream(packet_bytes=512, offered_bps=5e9, acked=False)
-    delivered = [vf_rates(VfInput(w, quantize_itr(itr), 1.0)).delivered_bps for itr in (8_000, 60_000, 200_000)]
-    assert delivered[0] > delivered[1] > delivered[2]
-    assert delivered[2] < 0.2 * delivered[0]
+def test_livelock_only_where_interrupts_are_not_suppressed() -> None:
+    # A flood the guest kernel cannot keep up with: polls use their whole budget, interrupts stop,
+    # and what gets through does not depend on the ITR.
+    flood = Stream(packet_bytes=512, offered_bps=5e9, acked=False)
+    napi = [vf_rates(VfInput(flood, quantize_itr(itr), 1.0)) for itr in (8_000, 60_000, 200_000)]
+    assert all(r.interrupts_per_s < 100 for r in napi)
+    assert min(r.delivered_bps for r in napi) > 0.99 * max(r.delivered_bps for r in napi) > 0
+    # A load the kernel keeps up with but the application cannot: polls complete, interrupts are
+    # not suppressed, and their cost starves the application as the rate rises (the CPU-exhausted
+    # livelock of Salah & Qahtan's cliff), under NAPI and without it (Pro/1000-era e1000).
+    load = Stream(packet_bytes=512, offered_bps=1e9, acked=False)
+    for plat in (Platform(), Platform(napi=False, gro=False)):
+        got = [vf_rates(VfInput(load, quantize_itr(itr), 1.0), plat=plat).delivered_bps
+               for itr in (8_000, 60_000, 200_000)]
+        assert got[0] > got[1] > got[2] and got[2] < 0.2 * got[0]
 
 
 def test_request_response_falls_with_coalescing_delay() -> None:
@@ -122,7 +147,18 @@ def test_tcp_is_bounded_by_window_over_rtt_plus_interval() -> None:
     w = Stream(packet_bytes=1500, window_bytes=20_000, rtt_s=60e-6)
     itr = quantize_itr(2_000)
     r = vf_rates(VfInput(w, itr, 1.0))
-    assert r.delivered_bps / 8 <= 20_000 / (60e-6 + 1 / itr)
+    payload_Bps = r.delivered_bps / 8 * (1500 - 52) / 1500
+    assert payload_Bps <= 20_000 / (60e-6 + 1 / itr) * 1.000001
+
+
+def test_request_response_reports_latency_that_grows_with_the_interval() -> None:
+    rr = RequestResponse(100, 100, 2, 30e-6, 4e-6)
+    fast, slow = (vf_rates(VfInput(rr, quantize_itr(i), 1.0)) for i in (200_000, 5_000))
+    assert fast.latency_mean_s is not None and slow.latency_mean_s is not None
+    assert slow.latency_mean_s > fast.latency_mean_s + 50e-6
+    assert slow.latency_p99_s is not None and slow.latency_p99_s > slow.latency_mean_s
+    # Little's law: transactions/s = in flight / response time.
+    assert slow.tx_pps == pytest.approx(2 / slow.latency_mean_s, rel=0.01)
 
 
 def test_de_is_best_below_the_cliff_and_napi_with_small_budget_above() -> None:
@@ -133,10 +169,13 @@ def test_de_is_best_below_the_cliff_and_napi_with_small_budget_above() -> None:
     assert de_low.delivered_pps == pytest.approx(low)
     assert de_low.kernel_cpu < napi_low.kernel_cpu  # DE: least overhead at low rate
     de_high, napi_high = host_rx(load, high, "de", 64, float("inf")), host_rx(load, high, "napi", 2, float("inf"))
-    assert de_high.delivered_pps < 0.1 * cliff  # DE livelocks above the cliff
-    assert napi_high.delivered_pps > 0.5 * cliff  # NAPI with budget 2 keeps the application fed
+    assert de_high.delivered_pps < 0.5 * cliff < napi_high.delivered_pps  # DE degrades, NAPI-2 feeds the app
     stock = host_rx(load, high, "napi", 64, float("inf"))
     assert stock.delivered_pps < napi_high.delivered_pps
+    # Evenly spaced packets (a generator, as Salah & Qahtan used): DE collapses past the cliff.
+    even = HostTraffic(pps=0, packet_bytes=64, constant_rate=True)
+    even_cliff = cliff_pps(even, rx_usecs=0)
+    assert host_rx(even, 1.5 * even_cliff, "de", 64, float("inf")).delivered_pps < 0.05 * even_cliff
 
 
 def test_oracle_follows_the_phases() -> None:
@@ -144,11 +183,7 @@ def test_oracle_follows_the_phases() -> None:
     assert len(plan.phases) == 4
     spec = build("phase-change", 0)
     pci = "0000:03:10.0"
-    bulk, rr, plateau = (oracle_itr("phase-change", 0, pci, p.start_s + 10) for p in plan.phases[:3])
-    assert 40_000 <= bulk <= 60_000
-    assert rr > bulk and plateau < bulk / 4
+    bulk, rr = (oracle_itr("phase-change", 0, pci, p.start_s + 10) for p in plan.phases[:2])
+    assert rr > 20_000  # request/response wants short intervals
     # The phases repeat with the scenario's cycle.
     assert oracle_itr("phase-change", 0, pci, spec.cycle_s + 10) == bulk
-    assert len(plan.phases[0].itrs) == len(tunable_vfs(spec))
-    with pytest.raises(ValueError, match="0000:03:1f.0"):
-        oracle_itr("phase-change", 0, "0000:03:1f.0", 0.0)

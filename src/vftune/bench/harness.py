@@ -35,6 +35,8 @@ TICK_S = 1.0
 
 def default_duration(scenario: str, seed: int = 0) -> float:
     spec = build(scenario, seed)
+    if spec.duration_s:
+        return spec.duration_s
     return CYCLES * spec.cycle_s if spec.cycle_s else STATIONARY_S
 
 

@@ -17,6 +17,8 @@ def _fmt(value: object, spec: str) -> str:
 @click.command("bench")
 @click.option("--scenario", "scenarios", multiple=True, metavar="NAME",
               help="Scenario to run (repeatable; default: all, see `vftune sim list`).")
+@click.option("--scenario-file", "files", multiple=True, metavar="PATH",
+              help="Scenario TOML file to run (repeatable; format: docs/scenarios.md).")
 @click.option("--policy", "policies", multiple=True, metavar="NAME",
               help="Policy to run (repeatable; default: all). The oracle always runs: it is the reference.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Scenario instance and noise.")
@@ -24,16 +26,18 @@ def _fmt(value: object, spec: str) -> str:
               help="Simulated seconds per pair (default: 1800, two full cycles for phased scenarios).")
 @click.option("--jobs", type=int, default=None, metavar="N", help="Worker processes (default: one per CPU).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
-def command(scenarios: tuple[str, ...], policies: tuple[str, ...], seed: int, duration: float | None,
-            jobs: int | None, as_json: bool) -> None:
+def command(scenarios: tuple[str, ...], files: tuple[str, ...], policies: tuple[str, ...], seed: int,
+            duration: float | None, jobs: int | None, as_json: bool) -> None:
     """Throughput against the oracle, CPU, interrupts, convergence and ITR churn per policy.
 
     Each pair drives the real agent loop against the simulated host (no waiting: simulated
     time); the same seed gives every policy the same host, load and noise.
     """
     from vftune.bench import POLICIES, run, targets
+    from vftune.cli.sim import register_scenario_files
     from vftune.sim.scenarios import SCENARIOS
 
+    scenarios = scenarios + tuple(register_scenario_files(files))
     for name in scenarios:
         if name not in SCENARIOS:
             fail(f"--scenario {name!r}: unknown scenario; valid: {', '.join(SCENARIOS)}", 2)

@@ -50,6 +50,8 @@ def _open_host(config: RunConfig) -> HostDriver:
 @click.command("run")
 @click.option("--sim", "sim", is_flag=False, flag_value=DEFAULT_SCENARIO, default=None, metavar="[SCENARIO]",
               help=f"Run on the simulated host (scenario default: {DEFAULT_SCENARIO}; see `vftune sim list`).")
+@click.option("--scenario-file", "scenario_files", multiple=True, metavar="PATH",
+              help="Run on the simulated host described by this TOML file (docs/scenarios.md).")
 @click.option("--speed", type=float, default=DEFAULTS.speed, show_default=True,
               help="Simulated seconds per wall second (sim only).")
 @click.option("--seed", type=int, default=DEFAULTS.seed, show_default=True, help="Simulator seed.")
@@ -74,6 +76,13 @@ def _open_host(config: RunConfig) -> HostDriver:
 @click.option("--log-level", type=click.Choice(LOG_LEVELS), default=DEFAULTS.log_level, show_default=True)
 def command(**options: Any) -> None:
     """Run the agent and its API until stopped; every value it wrote is restored on stop."""
+    files = options.pop("scenario_files")
+    if files:  # the file's scenario becomes the simulated host
+        from vftune.cli.sim import register_scenario_files
+
+        if len(files) > 1:
+            fail(f"--scenario-file: one host at a time, got {len(files)} files", 2)
+        options["sim"] = register_scenario_files(files)[0]
     run(RunConfig(**options))
 
 

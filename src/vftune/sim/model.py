@@ -1,76 +1,134 @@
-"""Fluid (per-interval) model of one KVM host with 82599 PFs whose VFs are passed to guests.
+"""Fluid (per-interval) model of one host's VFs: what each receives, at what CPU and latency.
 
-Rates, not packets: each model step turns workloads, ITRs and CPU capacity into steady rates,
-and the engine (engine.py) integrates them into counters. Effects modelled, and why:
+Rates, not packets: each model step turns workloads, interrupt limits and CPU capacity into
+steady rates, and the engine (engine.py) integrates them into counters. Effects, each with its
+source (costs and their split in costs.py):
 
-- Line rate per port: 10 Gb/s on the wire, each packet carrying 18 B of header + FCS and 20 B of
-  preamble + inter-frame gap (workload.py). VFs and the PF's host traffic share a port max-min
-  fairly per direction (water-filling): TCP flows take what they can use, the rest is shared.
-- Interrupts: the 82599 fires a vector at most once per ITR interval I and only when something
-  arrived, so with events at rate p a queue vector takes p / (I*p + 1) interrupts/s. One queue
-  vector per VF carries traffic (one rx/tx pair per VF); the third MSI-X vector is the mailbox.
-- CPU (costs.py): Geist et al.'s T = a*MB + b*kilopackets + c*kilo-interrupts, scaled to the
-  simulated CPU, 1.3x inside guests. A VF's receive path runs on one vCPU of its guest; the
-  vCPU's capacity is its share of the host cores (guests' busy vCPUs and the host's irq work
-  share `host_cpus`) minus the guest's background load, with seeded jitter.
-- Receive livelock: interrupt work has priority. For acknowledged traffic (TCP, request/response)
-  the sender is clocked by the receiver, so as ITR rises the interrupt cost eats the vCPU and the
-  delivered rate falls towards one interrupt per packet. Unacknowledged arrivals (UDP) keep the
-  vector firing at the full ITR whatever is delivered, so they collapse (to LIVELOCK_FLOOR).
-- Coalescing delay: TCP is bounded by window / (RTT + I): the ACK for data that waits for the
-  interrupt leaves up to one interval late. Request/response throughput is
-  concurrency / (RTT + service + I/2): a request waits half an interval on average; at
-  640 x 1.024 us this is under half of the best, as Geist et al. measured for NFS.
-- The rx ring (512 descriptors) overflows when more than a ring's worth arrives per interval.
-- The sender, window, CPU and ring bounds are combined with a soft minimum (SOFTMIN_K): near a
-  corner queueing makes each bound cost a little of the other's headroom, which rounds the peak.
-  The port's share is a hard limit on top (TCP fills a link).
-So bulk throughput against ITR rises (window/delay bound), peaks and falls (CPU), with the peak
-where the two meet: it moves with packet size, RTT, window and CPU share; offered-limited or
-line-limited bulk VFs get a broad plateau; request/response peaks at high rates.
+- Line rate per port, shared max-min fairly per direction (water-filling) between the VFs and
+  the PF's own traffic; each packet carries 18 B of Ethernet header + FCS and 20 B of preamble
+  and inter-frame gap on the wire (IEEE 802.3).
+- Interrupt timers (Platform.timer). The 82599's EITR is a throttle: a vector fires at most once
+  per interval I and at once when the interval since its last interrupt has passed (82599
+  datasheet, 7.3.2.1). The Pro/1000's absolute receive delay (RADV, 1.024 us units) fires I after
+  the first unreported packet. Either way events at rate e fire e / (e*I + 1) interrupts/s
+  (`fired`). A packet waits for its interrupt: for the throttle, only when it lands in the
+  blocked part of an interval; for the absolute delay, the packet that starts the timer waits
+  all of I (`wait`, mean and p99 for Poisson arrivals).
+- Guest NAPI (Salim, "When NAPI comes to town"; the mechanism in Linux net/core/dev.c): an
+  interrupt schedules a poll and masks the vector; a poll that uses its whole budget stays
+  scheduled and takes no new interrupt; one that drains the ring re-enables it. So the
+  interrupt rate is the lesser of what the timer allows and the rate at which polls complete,
+  (C - W) / c_int for a vCPU of capacity C doing packet work W: a saturated guest takes almost
+  no interrupts, and bulk receive has no interrupt-driven livelock. Without NAPI (the Pro/1000
+  era's interrupt-driven e1000, Platform.napi False) every interrupt is taken and its work runs
+  first: receive livelock (Mogul & Ramakrishnan, "Eliminating receive livelock in an
+  interrupt-driven kernel") where interrupts are not suppressed.
+- GRO (costs.GRO_STACK_SHARE): the packets of one poll merge, up to 64 kB, so the stack's
+  per-packet work is paid per merged packet. Packets per poll = arrivals / interrupts, or the
+  NAPI budget (64) when polls run back to back.
+- TCP: the receive window is what the scenario pins, else Linux's autotuning (DRS,
+  tcp_rcv_space_adjust) grows it to cover the path's delay up to tcp_rmem's maximum, of which
+  half is advertised (tcp_adv_win_scale = 1). The sender is ACK-clocked: the ACK for a window's
+  last segment leaves at the receiver's next interrupt, so window / (RTT + I) bounds the rate.
+  Bulk TCP is therefore flat over a wide range of intervals and decays only once I holds ACKs
+  back (Geist et al.'s MTU-6000 TCP past a delay of ~2000). The rx ring (512 descriptors on
+  ixgbevf, 256 on e1000) takes at most a ring per interval.
+- UDP: arrivals ignore the receiver. Kernel work (and, without NAPI, interrupts) comes first;
+  the receiving application gets the rest of the vCPU, and under NAPI at overload ksoftirqd
+  shares the core with it (pfmode.napi_kernel_share).
+- Request/response: response time = network RTT + service + wire time + CPU time + the
+  coalescing wait of the request; throughput = requests in flight / response time (Little's law),
+  capped by the vCPU and the link. Mean and p99 of the response time are reported.
 
-Elsewhere: adaptive.py is ixgbevf's own adaptive ITR (the untuned default), pfmode.py the PF's
+Elsewhere: adaptive.py is ixgbevf's adaptive ITR (the untuned default), pfmode.py the PF's
 host traffic under DE/NAPI/hybrid (Salah & Qahtan), noise.py the seeded jitter and bursts,
-engine.py the 2 s VF counter refresh.
-
-Calibration (scenarios.py; CPU constants and their sources in costs.py):
-- paper-3vm (3 VMs, 15000-byte messages as 1500-byte segments, 10 GbE) uses an effective window
-  of 21 kB and an RTT of 60 us (PAPER_WINDOW_B, PAPER_RTT_S): its peak is at 48,828 interrupts/s
-  (the grid point nearest Wu & Wang's 48,000);
-- the 512-byte series uses a 12 kB window and 12 host cores, so that the best fixed ITR beats the
-  guests' default bulk class (12K) by +44% with 1 VM down to ~0% at 15 VMs, where the CPU ceiling
-  and the line rate flatten the curve (Wu & Wang report +7.56% to +62.97%).
+engine.py counter refresh, contention for cores and host profiles.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from vftune.itr import LINE_RATE_BPS, MTU, frame_bytes, wire_bytes
-from vftune.sim.costs import GUEST, HOST_VF_IRQ_S
-from vftune.sim.workload import Idle, RequestResponse, Stream, Workload
+from vftune.sim.costs import (
+    APP_CALL_PACKETS,
+    EXIT_CYCLES,
+    EXITS_PER_INTERRUPT,
+    GRO_MAX_SEGS,
+    GRO_STACK_SHARE,
+    HOST_IRQ_CYCLES,
+    Costs,
+    cpu_costs,
+    cycles_s,
+)
+from vftune.sim.pfmode import napi_kernel_share
+from vftune.sim.workload import HostSpec, Idle, RequestResponse, Stream, Workload
 
-RING_DESCRIPTORS = 512
-SOFTMIN_K = 8.0
-LIVELOCK_FLOOR = 0.02  # share of the vCPU a livelocked NAPI poll still gets through
-ACK_BYTES = 52  # IP size of a pure ACK with timestamps
-ACKS_PER_SEGMENT = 0.5  # delayed ACK
+NAPI_BUDGET = 64  # per poll (NAPI_POLL_WEIGHT)
+LIVELOCK_FLOOR = 0.01  # share of its CPU a livelocked receiver's application still gets
+ADV_WIN_FRACTION = 0.5  # tcp_adv_win_scale = 1: half the receive buffer is window
 TCPIP_HEADERS = 52  # IPv4 + TCP with timestamps
+UDPIP_HEADERS = 28
 TCP_PAYLOAD = MTU - TCPIP_HEADERS
+ACK_BYTES = 52
 INF = float("inf")
 
 
+DEFAULT_STACK = cpu_costs(2.6)
+
+
 @dataclass(frozen=True)
-class VfInput:
+class Platform:
+    """What the physics needs to know about the host: NIC, CPU and kernel."""
+
+    line_rate_bps: float = LINE_RATE_BPS
+    timer: str = "throttle"  # "throttle" (82599 EITR) or "absolute" (Pro/1000 RADV)
+    ring: int = 512
+    napi: bool = True
+    gro: bool = True
+    stack: Costs = DEFAULT_STACK
+    irq_exit_s: float = EXITS_PER_INTERRUPT * cycles_s(EXIT_CYCLES, 2.6)
+    host_irq_s: float = cycles_s(HOST_IRQ_CYCLES, 2.6)
+    tcp_window_max: float = 6_291_456 * ADV_WIN_FRACTION
+
+    @property
+    def per_interrupt_s(self) -> float:
+        return self.stack.per_interrupt_s + self.irq_exit_s
+
+
+NIC_LINE_BPS = {"82599": 10e9, "pro1000": 1e9}
+
+
+def platform_for(spec: HostSpec) -> Platform:
+    """The Platform of a scenario's host profile."""
+    ghz = spec.cpu_ghz
+    if spec.nic == "pro1000":  # a NetBurst-era host: e1000 without NAPI or GRO, bare metal
+        return Platform(line_rate_bps=1e9, timer="absolute", ring=256, napi=False, gro=False,
+                        stack=cpu_costs(ghz, 1.0), irq_exit_s=0.0, host_irq_s=0.0,
+                        tcp_window_max=spec.tcp_rmem_max * ADV_WIN_FRACTION)
+    posted = spec.posted_interrupts
+    return Platform(
+        line_rate_bps=NIC_LINE_BPS.get(spec.nic, LINE_RATE_BPS),
+        stack=cpu_costs(ghz),
+        irq_exit_s=0.0 if posted else EXITS_PER_INTERRUPT * cycles_s(EXIT_CYCLES, ghz),
+        host_irq_s=0.0 if posted else cycles_s(HOST_IRQ_CYCLES, ghz),
+        tcp_window_max=spec.tcp_rmem_max * ADV_WIN_FRACTION,
+    )
+
+
+DEFAULT_PLATFORM = Platform()
+
+
+class VfInput(NamedTuple):  # a tuple: built for every VF at every step, so it must be cheap
     workload: Workload
-    itr: int  # the rate the VF's vector is throttled to now (interrupts/s)
+    itr: float  # the rate the vector is throttled to now (interrupts/s; 1/delay for Pro/1000)
     capacity: float  # CPU seconds per second its receive vCPU can spend
     load_factor: float = 1.0  # seeded noise and bursts on the offered load
 
 
-@dataclass(frozen=True)
-class VfRates:
+class VfRates(NamedTuple):
     rx_pps: float
     rx_Bps: float  # frame bytes/s as the VF counters count them
     tx_pps: float
@@ -82,35 +140,50 @@ class VfRates:
     host_cpu: float  # seconds/second of host irq work for this VF's interrupts
     rx_wire_bps: float = 0.0
     tx_wire_bps: float = 0.0
+    latency_mean_s: float | None = None  # request/response only
+    latency_p99_s: float | None = None
 
 
 ZERO = VfRates(0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
 
 
-def softmin(*values: float) -> float:
-    """A smooth minimum, never above the smallest value."""
-    total = 0.0
-    for v in values:
-        if v <= 0.0:
-            return 0.0
-        if v != INF:
-            total += v ** -SOFTMIN_K
-    return INF if total == 0.0 else total ** (-1.0 / SOFTMIN_K)
+# -- interrupt timing ---------------------------------------------------------------------
 
 
-def interrupt_rate(events_per_s: float, itr: float) -> float:
-    """Interrupts/s of one vector throttled to `itr` with events arriving at this rate."""
+def fired(events_per_s: float, itr: float) -> float:
+    """Interrupts/s a timer allows for events at this rate (at most one per interval)."""
     if events_per_s <= 0.0:
         return 0.0
     return events_per_s / (events_per_s / itr + 1.0)
 
 
-def cpu_bound_events(capacity: float, per_event_s: float, per_interrupt_s: float, itr: float) -> float:
-    """Largest self-clocked event rate v with per_interrupt * ints(v) + per_event * v = capacity.
+interrupt_rate = fired  # the name the agent-side tests know
 
-    Solves e*I*v^2 + (Ci + e - C*I)*v - C = 0 for its positive root, in the form that stays
-    accurate when the linear term dominates.
-    """
+
+def wait(events_per_s: float, itr: float, timer: str) -> tuple[float, float]:
+    """Mean and p99 of the time an arriving packet waits for its interrupt (Poisson arrivals)."""
+    interval = 1.0 / itr
+    x = events_per_s * interval  # events per interval
+    if timer == "absolute":
+        # The packet that starts the timer waits all of I, the x that follow wait less.
+        mean = interval * (1.0 + x / 2.0) / (1.0 + x)
+        return mean, interval
+    # Throttle: a fraction x/(1+x) of arrivals lands in the blocked part, uniformly.
+    blocked = x / (1.0 + x)
+    mean = blocked * interval / 2.0
+    p99 = interval * max(0.0, 1.0 - 0.01 / blocked) if blocked > 0.0 else 0.0
+    return mean, p99
+
+
+def napi_interrupts(timer_rate: float, capacity: float, work: float, per_interrupt: float) -> float:
+    """Interrupts/s under NAPI: what the timer allows, at most the rate polls complete."""
+    return min(timer_rate, max(0.0, (capacity - work) / per_interrupt))
+
+
+def cpu_bound_events(capacity: float, per_event_s: float, per_interrupt_s: float, itr: float) -> float:
+    """Largest event rate v with per_interrupt * fired(v) + per_event * v = capacity, interrupts
+    taken for every interval with an arrival (no NAPI): the positive root of
+    e*I*v^2 + (Ci + e - C*I)*v - C = 0, in the form that stays accurate when the linear term dominates."""
     if capacity <= 0.0:
         return 0.0
     interval = 1.0 / itr
@@ -119,83 +192,166 @@ def cpu_bound_events(capacity: float, per_event_s: float, per_interrupt_s: float
     return 2.0 * capacity / (b + math.sqrt(disc))
 
 
-def line_payload_Bps(packet_bytes: float) -> float:
+def line_payload_Bps(packet_bytes: float, line_rate_bps: float = LINE_RATE_BPS) -> float:
     """IP bytes/s one port carries at line rate with packets of this size."""
-    return LINE_RATE_BPS / 8.0 * packet_bytes / wire_bytes(packet_bytes)
+    return line_rate_bps / 8.0 * packet_bytes / wire_bytes(packet_bytes)
 
 
-def _stream(w: Stream, vf: VfInput, rx_cap_wire_bps: float) -> VfRates:
+def gro_merge(packets_per_poll: float, plat: Platform) -> float:
+    if not plat.gro or packets_per_poll <= 1.0:
+        return 1.0
+    return packets_per_poll if packets_per_poll < GRO_MAX_SEGS else float(GRO_MAX_SEGS)
+
+
+def _tcp_segment_s(s: float, merge: float, plat: Platform) -> float:
+    c = plat.stack
+    return c.per_byte_s * s + c.per_packet_s * ((1.0 - GRO_STACK_SHARE) + GRO_STACK_SHARE / merge)
+
+
+# -- bulk streams ---------------------------------------------------------------------------
+
+
+def _stream(w: Stream, vf: VfInput, plat: Platform, link_wire_bps: float) -> VfRates:
     s = float(w.packet_bytes)
-    sender = w.offered_bps / 8.0 * vf.load_factor if w.offered_bps is not None else INF
-    sender = min(sender, line_payload_Bps(s))
-    link = rx_cap_wire_bps / 8.0 * s / wire_bytes(s)  # what the port leaves this VF
-    arrivals = min(sender, link)
     itr = float(vf.itr)
-    ring = RING_DESCRIPTORS * s * itr
+    interval = 1.0 / itr
+    line = line_payload_Bps(s, plat.line_rate_bps)
+    # The remote sender's jitter and bursts reach every flow (a burst is clipped by the link).
+    base = w.offered_bps / 8.0 if w.offered_bps is not None else line
+    sender = base * vf.load_factor
+    link = link_wire_bps / 8.0 * s / wire_bytes(s)  # what the port leaves this VF
+    ring = plat.ring * s * itr
+    cap = vf.capacity
+    ci = plat.per_interrupt_s
     if w.acked:
-        per_event = GUEST.per_byte_s * s + GUEST.per_packet_s * (1.0 + ACKS_PER_SEGMENT)
-        window = w.window_bytes / (w.rtt_s + 1.0 / itr)
-        cpu = cpu_bound_events(vf.capacity, per_event, GUEST.per_interrupt_s, itr) * s
-        # The port's share is a hard limit (TCP fills a link); the others interact softly.
-        delivered = min(softmin(sender, window, cpu, ring), link)
-        rx_pps = delivered / s
-        link_pps = rx_pps
-        interrupts = interrupt_rate(rx_pps, itr)
-        # A TCP sender sends what the receiver takes; when the port caps it, it offers the cap.
-        offered = delivered if rx_cap_wire_bps == INF else arrivals
+        payload = max(1.0, s - TCPIP_HEADERS)
+        window = w.window_bytes if w.window_bytes is not None else plat.tcp_window_max
+        window_bound = window / (w.rtt_s + interval) * s / payload
+        if plat.napi:  # saturated: polls run back to back with full budgets, GRO at its best
+            cpu = cap / _tcp_segment_s(s, gro_merge(NAPI_BUDGET, plat), plat) * s
+        else:
+            cpu = cpu_bound_events(cap, _tcp_segment_s(s, 1.0, plat), ci, itr) * s
+        delivered = min(sender, link, window_bound, ring, cpu)
+        pps = delivered / s
+        timer = fired(pps, itr)
+        if plat.napi:
+            ints = timer
+            for _ in range(2):  # packets per poll set GRO, GRO sets the work, work sets polls
+                merge = gro_merge(pps / ints if ints > 0 else NAPI_BUDGET, plat)
+                work = pps * _tcp_segment_s(s, merge, plat)
+                ints = napi_interrupts(timer, cap, work, ci)
+        else:
+            ints = timer
+            work = pps * _tcp_segment_s(s, 1.0, plat)
+        merge = gro_merge(pps / ints if ints > 0 else NAPI_BUDGET, plat)
+        ack_pps = pps / max(2.0, merge)  # delayed ACK, or one per merged packet
+        guest_cpu = min(cap, work + ints * ci)
+        arrivals_pps = pps
+        offered = delivered if link_wire_bps == INF else min(sender, link)
     else:
-        per_event = GUEST.per_byte_s * s + GUEST.per_packet_s
+        arrivals = min(sender, link)
         arrivals_pps = arrivals / s
-        interrupts = interrupt_rate(arrivals_pps, itr)
-        left = max(LIVELOCK_FLOOR * vf.capacity, vf.capacity - GUEST.per_interrupt_s * interrupts)
-        delivered = softmin(arrivals, left / per_event * s, ring)
-        # A starved guest stops refilling its ring: the NIC drops the rest as missed, so the
-        # VF's counters show only what was delivered, while arrivals keep the vector firing.
-        rx_pps = delivered / s
-        link_pps = arrivals_pps
+        c = plat.stack
+        kernel_per = c.per_packet_s + c.per_byte_s * s
+        app_per = APP_CALL_PACKETS * c.per_packet_s
+        timer = fired(arrivals_pps, itr)
+        # The ring overflows when more than a ring arrives per interrupt (the NIC drops the rest),
+        # unless NAPI polls already run back to back.
+        back_to_back = plat.napi and arrivals_pps * kernel_per >= cap
+        taken = arrivals_pps if back_to_back else min(arrivals_pps, plat.ring * itr)
+        if plat.napi:
+            kernel_need = taken * kernel_per
+            ints = napi_interrupts(timer, cap, kernel_need, ci)
+            kernel_need += ints * ci
+            kernel = min(kernel_need, cap * napi_kernel_share(NAPI_BUDGET)) if kernel_need > cap else kernel_need
+            processed = taken * min(1.0, kernel / kernel_need) if kernel_need > 0 else 0.0
+            app_cpu = cap - kernel
+        else:
+            ints = timer  # interrupts are never suppressed: their work always comes first
+            kernel_need = ints * ci + taken * kernel_per
+            kernel = min(cap, kernel_need)
+            processed = taken if kernel_need <= cap else max(0.0, cap - ints * ci) / kernel_per
+            app_cpu = max(LIVELOCK_FLOOR * cap, cap - kernel)
+        delivered_pps = min(processed, app_cpu / app_per)
+        delivered = delivered_pps * s
+        # The VF counters count what the guest took off the ring; what its socket then drops
+        # for want of a reader never reaches the application.
+        pps = processed
+        guest_cpu = min(cap, kernel + delivered_pps * app_per)
+        ack_pps = 0.0
         offered = arrivals
-    tx_pps = delivered / s * ACKS_PER_SEGMENT if w.acked else 0.0
-    guest_cpu = min(vf.capacity, GUEST.per_interrupt_s * interrupts + per_event * delivered / s)
     return VfRates(
-        rx_pps=rx_pps,
-        rx_Bps=rx_pps * frame_bytes(s),
-        tx_pps=tx_pps,
-        tx_Bps=tx_pps * frame_bytes(ACK_BYTES),
+        rx_pps=pps,
+        rx_Bps=pps * frame_bytes(s),
+        tx_pps=ack_pps,
+        tx_Bps=ack_pps * frame_bytes(ACK_BYTES),
         offered_bps=offered * 8.0,
         delivered_bps=delivered * 8.0,
-        interrupts_per_s=interrupts,
+        interrupts_per_s=ints,
         guest_cpu=guest_cpu,
-        host_cpu=HOST_VF_IRQ_S * interrupts,
-        rx_wire_bps=link_pps * wire_bytes(s) * 8.0,
-        tx_wire_bps=tx_pps * wire_bytes(ACK_BYTES) * 8.0,
+        host_cpu=plat.host_irq_s * ints,
+        rx_wire_bps=arrivals_pps * wire_bytes(s) * 8.0,
+        tx_wire_bps=ack_pps * wire_bytes(ACK_BYTES) * 8.0,
     )
 
 
-def _packets(payload: int) -> int:
-    return max(1, math.ceil(payload / TCP_PAYLOAD))
+# -- request/response ------------------------------------------------------------------------
 
 
-def _rr(w: RequestResponse, vf: VfInput, rx_cap_wire_bps: float, tx_cap_wire_bps: float) -> VfRates:
-    rx_pkts, tx_pkts = _packets(w.request_bytes), _packets(w.response_bytes)
-    events = float(rx_pkts + tx_pkts)  # tx completions interrupt too: same vector
-    per_txn = (
-        GUEST.per_byte_s * (w.request_bytes + w.response_bytes)
-        + GUEST.per_packet_s * events
-        + w.service_s
-    )
-    itr = float(vf.itr)
+def _packets(payload: int, mtu: int) -> int:
+    return max(1, math.ceil(payload / (mtu - TCPIP_HEADERS)))
+
+
+def _latency_bound_tps(k: float, base: float, rx_pkts: int, interval: float, timer: str) -> float:
+    """Transactions/s of k in flight when each takes `base` plus the request's coalescing wait.
+
+    Little's law x = k / (base + wait(x)) with wait() as in `wait` for requests arriving at
+    x * rx_pkts per second; multiplying out the wait's denominator leaves a quadratic in x.
+    """
+    a = rx_pkts * interval  # requests' packets per interval, per transaction/s
+    if timer == "absolute":  # wait = I (1 + a x / 2) / (1 + a x)
+        qa, qb = base * a + interval * a / 2.0, base + interval - k * a
+    else:  # wait = I * (a x) / (1 + a x) / 2
+        qa, qb = base * a + interval * a / 2.0, base - k * a
+    return (-qb + math.sqrt(qb * qb + 4.0 * qa * k)) / (2.0 * qa)
+
+
+def _rr(w: RequestResponse, vf: VfInput, plat: Platform, rx_wire_bps: float, tx_wire_bps: float) -> VfRates:
     if vf.capacity <= 0.0:
         return ZERO
-    latency = w.rtt_s + per_txn / vf.capacity + 0.5 / itr
-    tps_latency = w.concurrency * vf.load_factor / latency
-    tps_cpu = cpu_bound_events(vf.capacity, per_txn / events, GUEST.per_interrupt_s, itr) / events
+    mtu = w.mtu
+    rx_pkts, tx_pkts = _packets(w.request_bytes, mtu), _packets(w.response_bytes, mtu)
+    c = plat.stack
     rx_ip = w.request_bytes + TCPIP_HEADERS * rx_pkts  # IP bytes per transaction each way
     tx_ip = w.response_bytes + TCPIP_HEADERS * tx_pkts
-    rx_wire_per_txn = 8.0 * (rx_ip + (wire_bytes(0) * rx_pkts))
-    tx_wire_per_txn = 8.0 * (tx_ip + (wire_bytes(0) * tx_pkts))
-    tps_line = min(rx_cap_wire_bps / rx_wire_per_txn, tx_cap_wire_bps / tx_wire_per_txn)
-    tps = min(softmin(tps_latency, tps_cpu), tps_line)
-    interrupts = interrupt_rate(events * tps, itr)
+    # Guest CPU per transaction: every packet both ways, the bytes, a receive and a send call.
+    per_txn = (c.per_byte_s * (rx_ip + tx_ip) + c.per_packet_s * (rx_pkts + tx_pkts)
+               + 2 * APP_CALL_PACKETS * c.per_packet_s + w.service_s)
+    events_per_txn = float(rx_pkts + tx_pkts)  # tx completions fire the same vector
+    itr = float(vf.itr)
+    ci = plat.per_interrupt_s
+    rx_wire_per_txn = 8.0 * (rx_ip + wire_bytes(0) * rx_pkts)
+    tx_wire_per_txn = 8.0 * (tx_ip + wire_bytes(0) * tx_pkts)
+    line_bps = plat.line_rate_bps
+    tps_line = min(min(rx_wire_bps, line_bps) / rx_wire_per_txn, min(tx_wire_bps, line_bps) / tx_wire_per_txn)
+    # The larger message crosses the wire once per transaction.
+    wire_s = max(rx_wire_per_txn, tx_wire_per_txn) / line_bps
+    base = w.rtt_s + wire_s + per_txn / vf.capacity
+    concurrency = w.concurrency * vf.load_factor
+    tps = min(_latency_bound_tps(concurrency, base, rx_pkts, 1.0 / itr, plat.timer), tps_line)
+    ints = 0.0
+    for _ in range(10):  # the CPU bound depends on the interrupt rate, which depends on tps
+        timer = fired(tps * events_per_txn, itr)
+        ints = napi_interrupts(timer, vf.capacity, tps * per_txn, ci) if plat.napi else timer
+        tps_cpu = max(0.0, vf.capacity - ints * ci) / per_txn
+        if tps_cpu >= tps * 0.9999:
+            break
+        # Under NAPI a saturated guest takes no interrupts: one step lands on the bound. Without
+        # NAPI fewer transactions mean fewer interrupts: halve the way to the fixed point.
+        tps = tps_cpu if plat.napi else 0.5 * (tps + tps_cpu)
+    mean_wait, p99_wait = wait(tps * rx_pkts, itr, plat.timer)
+    latency = concurrency / tps if tps > 0 else INF  # Little's law: queueing when CPU or link bound
+    p99 = latency - mean_wait + p99_wait
     return VfRates(
         rx_pps=tps * rx_pkts,
         rx_Bps=tps * (rx_ip + frame_bytes(0) * rx_pkts),
@@ -203,17 +359,19 @@ def _rr(w: RequestResponse, vf: VfInput, rx_cap_wire_bps: float, tx_cap_wire_bps
         tx_Bps=tps * (tx_ip + frame_bytes(0) * tx_pkts),
         offered_bps=tps * (rx_ip + tx_ip) * 8.0,
         delivered_bps=tps * (rx_ip + tx_ip) * 8.0,
-        interrupts_per_s=interrupts,
-        guest_cpu=min(vf.capacity, GUEST.per_interrupt_s * interrupts + per_txn * tps),
-        host_cpu=HOST_VF_IRQ_S * interrupts,
+        interrupts_per_s=ints,
+        guest_cpu=min(vf.capacity, ints * ci + per_txn * tps),
+        host_cpu=plat.host_irq_s * ints,
         rx_wire_bps=tps * rx_wire_per_txn,
         tx_wire_bps=tps * tx_wire_per_txn,
+        latency_mean_s=latency,
+        latency_p99_s=p99,
     )
 
 
-def _idle(w: Idle, vf: VfInput) -> VfRates:
+def _idle(w: Idle, vf: VfInput, plat: Platform) -> VfRates:
     pps = w.pps * vf.load_factor
-    interrupts = interrupt_rate(pps, float(vf.itr))
+    ints = fired(pps, float(vf.itr))
     s = float(w.packet_bytes)
     return VfRates(
         rx_pps=pps,
@@ -222,21 +380,22 @@ def _idle(w: Idle, vf: VfInput) -> VfRates:
         tx_Bps=0.0,
         offered_bps=pps * s * 8.0,
         delivered_bps=pps * s * 8.0,
-        interrupts_per_s=interrupts,
-        guest_cpu=GUEST.seconds(pps * s, pps, interrupts),
-        host_cpu=HOST_VF_IRQ_S * interrupts,
+        interrupts_per_s=ints,
+        guest_cpu=plat.stack.seconds(pps * s, pps, 0.0) + ints * plat.per_interrupt_s,
+        host_cpu=plat.host_irq_s * ints,
         rx_wire_bps=pps * wire_bytes(s) * 8.0,
     )
 
 
-def vf_rates(vf: VfInput, rx_cap_wire_bps: float = INF, tx_cap_wire_bps: float = INF) -> VfRates:
+def vf_rates(vf: VfInput, rx_cap_wire_bps: float = INF, tx_cap_wire_bps: float = INF,
+             plat: Platform = DEFAULT_PLATFORM) -> VfRates:
     """One VF's steady rates, given what the port leaves it in each direction."""
     w = vf.workload
     if isinstance(w, Stream):
-        return _stream(w, vf, rx_cap_wire_bps)
+        return _stream(w, vf, plat, rx_cap_wire_bps)
     if isinstance(w, RequestResponse):
-        return _rr(w, vf, rx_cap_wire_bps, tx_cap_wire_bps)
-    return _idle(w, vf)
+        return _rr(w, vf, plat, rx_cap_wire_bps, tx_cap_wire_bps)
+    return _idle(w, vf, plat)
 
 
 def water_fill(capacity: float, demands: list[float]) -> list[float]:
@@ -252,21 +411,32 @@ def water_fill(capacity: float, demands: list[float]) -> list[float]:
     return shares
 
 
-def share_port(vfs: list[VfInput], host_rx_wire_bps: float) -> tuple[list[VfRates], float]:
-    """All VFs of one port and its host traffic: what each gets of the 10 Gb/s each way.
+def share_port(vfs: list[VfInput], host_rx_wire_bps: float, plat: Platform = DEFAULT_PLATFORM,
+               memo: dict[VfInput, VfRates] | None = None) -> tuple[list[VfRates], float]:
+    """All VFs of one port and its host traffic: what each gets of the line rate each way.
 
-    Returns the VFs' rates and the host traffic's rx wire share in bits/s.
+    Returns the VFs' rates and the host traffic's rx wire share in bits/s. `memo` keeps the
+    unconstrained rates of inputs seen before (the engine clears it every simulated second).
     """
-    first = [vf_rates(vf) for vf in vfs]
+    line = plat.line_rate_bps
+    if memo is None:
+        first = [vf_rates(vf, plat=plat) for vf in vfs]
+    else:
+        first = []
+        for vf in vfs:
+            r = memo.get(vf)
+            if r is None:
+                r = memo[vf] = vf_rates(vf, plat=plat)
+            first.append(r)
     rx_demand = [r.rx_wire_bps for r in first] + [host_rx_wire_bps]
     tx_demand = [r.tx_wire_bps for r in first]
-    if sum(rx_demand) <= LINE_RATE_BPS and sum(tx_demand) <= LINE_RATE_BPS:
+    if sum(rx_demand) <= line and sum(tx_demand) <= line:
         return first, host_rx_wire_bps
-    rx_share = water_fill(LINE_RATE_BPS, rx_demand)
-    tx_share = water_fill(LINE_RATE_BPS, tx_demand)
+    rx_share = water_fill(line, rx_demand)
+    tx_share = water_fill(line, tx_demand)
     rates = []
     for i, (vf, r) in enumerate(zip(vfs, first)):
         if rx_share[i] < r.rx_wire_bps * 0.9999 or tx_share[i] < r.tx_wire_bps * 0.9999:
-            r = vf_rates(vf, rx_share[i], tx_share[i])
+            r = vf_rates(vf, rx_share[i], tx_share[i], plat)
         rates.append(r)
     return rates, rx_share[-1]

@@ -4,7 +4,8 @@ Per packet the host kernel spends 1/mu, per interrupt 1/r (both from the simulat
 Geist costs, costs.py), and the consuming host application app_packet_s. One host core
 serves the PF's queues.
 - DE (interrupt disable-enable): protocol work runs at interrupt level, one interrupt per busy
-  period (lambda * (1 - rho)). Lowest overhead and latency at low rate; above the cliff the
+  period: lambda * (1 - U) for Poisson arrivals, U the kernel's busy share including the
+  interrupts themselves. Lowest overhead and latency at low rate; above the cliff the
   kernel takes the whole core and the application starves (livelock).
 - NAPI: softirq processing costs NAPI_OVERHEAD more per packet, but once the budget is used up
   the rest goes to ksoftirqd, which shares the core fairly with the application. A small budget
@@ -16,9 +17,10 @@ The cliff is the rate where DE's kernel plus application work fills the core.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
-from vftune.sim.costs import HOST
+from vftune.sim.costs import HOST, Costs
 from vftune.sim.workload import HostTraffic
 
 NAPI_OVERHEAD = 1.15  # softirq raise and poll-list handling per packet, relative to DE
@@ -34,8 +36,8 @@ class HostRx:
     interrupts_per_s: float
 
 
-def kernel_packet_s(load: HostTraffic) -> float:
-    return HOST.per_packet_s + HOST.per_byte_s * load.packet_bytes
+def kernel_packet_s(load: HostTraffic, costs: Costs = HOST) -> float:
+    return costs.per_packet_s + costs.per_byte_s * load.packet_bytes
 
 
 def napi_kernel_share(budget: int) -> float:
@@ -45,15 +47,30 @@ def napi_kernel_share(budget: int) -> float:
     return 0.5 + 0.5 * burst / (burst + 200)
 
 
-def host_rx(load: HostTraffic, arrivals_pps: float, mode: str, budget: int, itr_cap: float) -> HostRx:
+def host_rx(load: HostTraffic, arrivals_pps: float, mode: str, budget: int, itr_cap: float,
+            costs: Costs = HOST) -> HostRx:
     """Steady state of the PF's host traffic at this arrival rate, in `mode` ("de" or "napi")."""
     lam = max(0.0, arrivals_pps)
     if lam <= 0.0:
         return HostRx(0.0, 0.0, 0.0, 0.0)
-    per_packet = kernel_packet_s(load) * (NAPI_OVERHEAD if mode == "napi" else 1.0)
-    rho = min(1.0, lam * per_packet / CORE)
-    interrupts = min(lam * (1.0 - rho) + 1.0, itr_cap)
-    kernel_need = lam * per_packet + interrupts * HOST.per_interrupt_s
+    per_packet = kernel_packet_s(load, costs) * (NAPI_OVERHEAD if mode == "napi" else 1.0)
+    # A busy period starts with the one interrupt of an arrival that finds the kernel idle:
+    # interrupts = lam * (1 - U) with U = lam * per_packet + interrupts * per_interrupt, solved.
+    # With constant spacing (a traffic generator) every packet finds the kernel idle until
+    # packet + interrupt work fills the gap between two packets. Past that, a busy period
+    # ends as soon as the kernel catches up, and the next packet interrupts again: the
+    # interrupt work exactly fills the gaps, (1 - lam*per_packet) / per_interrupt interrupts/s,
+    # and the kernel is never idle: the application starves.
+    per_int = costs.per_interrupt_s
+    if load.constant_rate:
+        if lam * (per_packet + per_int) <= CORE:
+            interrupts = min(lam, itr_cap)
+        else:
+            interrupts = min(max(0.0, (CORE - lam * per_packet) / per_int), itr_cap)
+    else:
+        busy = min(1.0, lam * (per_packet + per_int) / (CORE + lam * per_int))
+        interrupts = min(lam * (1.0 - busy), itr_cap)
+    kernel_need = lam * per_packet + interrupts * costs.per_interrupt_s
     cap = CORE if mode == "de" else CORE * napi_kernel_share(budget)
     kernel_cpu = min(kernel_need, cap)
     processed = lam * kernel_cpu / kernel_need
@@ -72,17 +89,23 @@ def pf_itr_cap(rx_usecs: int, rate_pps: float) -> float:
     return 1e6 / rx_usecs
 
 
-def cliff_pps(load: HostTraffic, rx_usecs: int = 1) -> float:
+def cliff_pps(load: HostTraffic, rx_usecs: int = 1, costs: Costs = HOST) -> float:
     """Rate where DE saturates the core (kernel + application) with this PF coalescing,
     by bisection on the model."""
-    per_packet = kernel_packet_s(load) + load.app_packet_s
+    per_packet = kernel_packet_s(load, costs) + load.app_packet_s
     low, high = 0.0, CORE / per_packet
     for _ in range(50):
         mid = (low + high) / 2
-        rx = host_rx(load, mid, "de", STOCK_BUDGET, pf_itr_cap(rx_usecs, mid))
+        rx = host_rx(load, mid, "de", STOCK_BUDGET, pf_itr_cap(rx_usecs, mid), costs)
         if rx.delivered_pps >= mid * 0.999:
             low = mid
         else:
             high = mid
     return low
 
+
+def salah_cliff(per_packet_s: float, per_interrupt_s: float) -> float:
+    """Salah et al.'s closed form for the cliff, r/2 * (sqrt(1 + 4 mu/r) - 1), with 1/mu the
+    time to process one packet and deliver it to the application and 1/r the interrupt cost."""
+    mu, r = 1.0 / per_packet_s, 1.0 / per_interrupt_s
+    return float(r / 2.0 * (math.sqrt(1.0 + 4.0 * mu / r) - 1.0))

@@ -14,8 +14,10 @@ from typing import Any
 
 from vftune.itr import ITR_MAX_RATE, ITR_MIN_RATE, ITR_STEP_US, quantize_itr
 from vftune.sim.engine import HostRates, HostSim
+from vftune.sim.layout import vf_pci
+from vftune.sim.model import VfRates
 from vftune.sim.scenarios import build
-from vftune.sim.workload import HostSpec
+from vftune.sim.workload import HostSpec, RequestResponse, Stream
 
 GRID_RATIO = 1.04  # neighbouring grid points 4% apart: the peak is found within ~2%
 TIE_TOLERANCE = 0.001
@@ -58,11 +60,37 @@ def best_point(points: list[dict[str, Any]], tolerance: float = TIE_TOLERANCE) -
     return int(min(p["itr"] for p in points if p["throughput_bps"] >= top * (1.0 - tolerance)))
 
 
+def _rr_latency(rates: list[VfRates]) -> dict[str, float]:
+    """Request/response VFs' response time: the transaction-weighted mean and the worst p99."""
+    rr = [(r.latency_mean_s, r.latency_p99_s, r.tx_pps) for r in rates
+          if r.latency_mean_s is not None and r.latency_p99_s is not None and r.tx_pps > 0]
+    if not rr:
+        return {}
+    weight = sum(tps for _, _, tps in rr)
+    mean = sum(m * tps for m, _, tps in rr) / weight
+    return {"latency_us_mean": round(mean * 1e6, 2), "latency_us_p99": round(max(p for _, p, _ in rr) * 1e6, 2)}
+
+
+def _figures(r: VfRates, itr: int, host_cpus: int) -> dict[str, Any]:
+    return {
+        "itr": itr,
+        "interval_us": round(1e6 / itr, 3),
+        "throughput_bps": round((r.rx_Bps + r.tx_Bps) * 8.0, 1),
+        "goodput_bps": round(r.delivered_bps, 1),
+        "cpu": round((r.guest_cpu + r.host_cpu) / host_cpus, 6),
+        "interrupts_per_s": round(r.interrupts_per_s, 1),
+        **_rr_latency([r]),
+    }
+
+
 def sweep(scenario: str, itrs: list[int] | None = None, seed: int = 0, t: float = 0.0) -> dict[str, Any]:
     """The host's steady state with every tunable VF fixed at each ITR of the grid.
 
-    Returns {"scenario", "points": [{"itr", "throughput_bps", "cpu", "interrupts_per_s"}],
-    "best_itr"}; t picks the phase for scenarios whose load changes.
+    Returns {"scenario", "seed", "time", "phase", "points", "best_itr"}; each point has the
+    ITR (interrupts/s limit) and its interval, throughput_bps (rx + tx frame bits/s as the VF
+    counters count them), goodput_bps (IP bits/s the applications get), cpu (share of the host's
+    cores spent on network work), interrupts_per_s, latency_us_mean/latency_us_p99 when there are
+    request/response VFs, and "vfs": the same per tunable VF. t picks the phase.
     """
     spec = build(scenario, seed)
     grid = sorted({quantize_itr(i) for i in itrs}) if itrs else default_grid()
@@ -71,14 +99,31 @@ def sweep(scenario: str, itrs: list[int] | None = None, seed: int = 0, t: float 
             raise ValueError(f"ITR {itr} outside {ITR_MIN_RATE}..{ITR_MAX_RATE} interrupts/s")
     sim = HostSim(spec, seed, noise=False)
     tunable = tunable_vfs(spec)
+    phase = spec.phase_index(t)
     points = []
     for itr in grid:
         itrs_now = [itr if i in tunable else sim.vfs[i].itr for i in range(len(spec.vfs))]
         rates = sim.steady_state(t, itrs_now)
+        vfs = []
+        for i in tunable:
+            slot = spec.vfs[i]
+            vfs.append({"vf": vf_pci(slot.pf, slot.index), "guest": slot.guest,
+                        "kind": _kind(spec.workload(slot, phase)), **_figures(rates.vfs[i], itr, spec.host_cpus)})
         points.append({
             "itr": itr,
+            "interval_us": round(1e6 / itr, 3),
             "throughput_bps": round(throughput_bps(rates, tunable), 1),
+            "goodput_bps": round(sum(rates.vfs[i].delivered_bps for i in tunable), 1),
             "cpu": round(_network_cpu(rates, tunable) / spec.host_cpus, 6),
             "interrupts_per_s": round(sum(rates.vfs[i].interrupts_per_s for i in tunable), 1),
+            **_rr_latency([rates.vfs[i] for i in tunable]),
+            "vfs": vfs,
         })
-    return {"scenario": scenario, "points": points, "best_itr": best_point(points)}
+    return {"scenario": scenario, "seed": seed, "time": t, "phase": spec.phases[phase].label,
+            "points": points, "best_itr": best_point(points)}
+
+
+def _kind(w: object) -> str:
+    if isinstance(w, Stream):
+        return "tcp" if w.acked else "udp"
+    return "rr" if isinstance(w, RequestResponse) else "idle"

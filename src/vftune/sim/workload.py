@@ -17,7 +17,7 @@ class Stream:
     packet_bytes: int = MTU  # IP packet size; large messages travel as MTU-sized segments
     offered_bps: float | None = None  # IP-level bits/s the sender offers; None = as fast as it can
     acked: bool = True  # TCP: window-limited and self-clocked; False: UDP, arrivals ignore the receiver
-    window_bytes: float = 64_000.0  # bytes in flight the receiver's window allows
+    window_bytes: float | None = None  # pinned receive window; None = autotuned to tcp_rmem's max
     rtt_s: float = 60e-6  # round trip without coalescing delay
     kind: str = "stream"
 
@@ -31,6 +31,7 @@ class RequestResponse:
     concurrency: int = 4  # transactions in flight
     rtt_s: float = 40e-6  # network and client time per transaction
     service_s: float = 8e-6  # guest CPU per transaction for the application itself
+    mtu: int = MTU  # messages larger than a packet travel as several
     kind: str = "rr"
 
 
@@ -53,6 +54,7 @@ class HostTraffic:
     pps: float = 0.0
     packet_bytes: int = MTU
     app_packet_s: float = 2.0e-6  # host application CPU per packet (consumer of the data)
+    constant_rate: bool = False  # evenly spaced packets (a generator); False: Poisson arrivals
 
 
 @dataclass(frozen=True)
@@ -95,6 +97,13 @@ class HostSpec:
     patched_counters: bool = False
     noise_sigma: float = 0.03  # per-second log-normal jitter of capacity and offered load
     burst_gain: float = 1.5  # offered-load factor while a VF is in a burst
+    description: str = ""
+    duration_s: float | None = None  # the bench's run length for this scenario (None: its default)
+    cpu_ghz: float = 2.6
+    nic: str = "82599"  # "82599" (10 GbE, EITR throttle) or "pro1000" (1 GbE, absolute delay)
+    irq_time_accounting: bool = True  # False: the host's hardirq time reads ~0 (Debian 6.1)
+    posted_interrupts: bool = False  # True: no VM exits per interrupt, vfio-msix counts frozen
+    tcp_rmem_max: int = 6_291_456  # net.ipv4.tcp_rmem's maximum in the guests
     vm_by_name: dict[str, Vm] = field(default_factory=dict, compare=False, repr=False)
 
     def __post_init__(self) -> None:
