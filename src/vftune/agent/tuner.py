@@ -50,8 +50,8 @@ __all__ = ["Convergence", "Phase", "SearchTuner", "TunerOptions", "Window", "Win
 
 @dataclass(frozen=True)
 class TunerOptions:
-    settle_s: float = 1.0  # after an ITR change, before a window may start
-    window_s: float = 2.0  # raised to the counters' refresh period when that is longer
+    settle_s: float = 0.5  # after an ITR change, before a window may start
+    window_s: float = 0.5  # raised to the counters' refresh period when that is longer
     tolerance: float = 200.0  # accept interval, interrupts/s
     rel_tolerance: float = 0.2  # ... or a bracket within 20% (high/low)
     margin: float = 0.02  # noise margin: smaller differences are re-measured, not followed
