@@ -388,16 +388,24 @@ def test_loads_that_flip_faster_than_a_few_windows_go_back_to_the_adaptive_itr()
     assert tuner.state()["phase"] in ("probing", "holding") and vf.itr != 0
 
 
-def test_a_remembered_setting_that_measures_worse_is_searched_again():
-    load = {"bytes": 1500.0, "top": 5e9}
-    vf = SyntheticVf(lambda r: curve(48_000, load["top"])(r) if load["bytes"] >= 1000 else curve(8_000)(r))
+@pytest.mark.parametrize("new_peak, worse", [(48_000, False), (20_000, True)])
+def test_a_recalled_setting_far_below_its_memory_is_checked_against_the_adaptive_itr(new_peak, worse):
+    load = {"bytes": 1500.0, "top": 5e9, "peak": 48_000}
+    vf = SyntheticVf(lambda r: curve(load["peak"], load["top"])(r) if load["bytes"] >= 1000 else curve(8_000)(r))
     tuner = SearchTuner(PCI, caps())
     vf.run(tuner, 150)
+    remembered = tuner.state()["held_itr"]
     load["bytes"] = vf.packet_bytes = 300.0
     vf.run(tuner, 150)
-    load.update(bytes=1500.0, top=3.6e9)  # same class, but 30% less than remembered
+    # Bulk again, with less offered load (same best rate), or a load whose best moved to the
+    # adaptive ITR's 20000/s: both measure far below what was remembered.
+    load.update(bytes=1500.0, top=3.2e9, peak=new_peak)
     vf.packet_bytes = 1500.0
-    vf.run(tuner, 20)
-    causes = [d.cause for _, d in vf.decisions]
-    assert "recall" in causes and causes[-1] != "recall" or "restart-worse" in causes
-    assert tuner.restarts["worse"] == 1
+    start = vf.t
+    vf.run(tuner, 14)
+    after = [d for t, d in vf.decisions if t > start]
+    assert [d.cause for d in after[:2]] == ["recall", "probe"] and after[1].itr == 0  # one adaptive window
+    if worse:
+        assert after[2].cause == "restart-worse" and tuner.restarts["worse"] == 1
+    else:
+        assert after[2].cause == "recall" and after[2].itr == remembered and tuner.restarts["worse"] == 0

@@ -62,7 +62,7 @@ _TEMPLATES: dict[Cause, tuple[str, ...]] = {
     Cause.RESTART_PERIODIC: ("{count} {unit} since convergence", "; searching {low}..{high}/s", "; {port}"),
     Cause.RESTART_LOAD: ("{what}", "; searching {low}..{high}/s", "; {port}"),
     Cause.RESTART_IN_SEARCH: ("{what} during the search", "; searching {low}..{high}/s", "; {port}"),
-    Cause.RESTART_WORSE: ("{klass} at {itr} measured {change} against its remembered {remembered_mbps} Mbit/s",
+    Cause.RESTART_WORSE: ("{klass} at {itr} measured {change} against the adaptive ITR",
                           "; searching {low}..{high}/s", "; {port}"),
     Cause.RECALL: ("{klass}: remembered {itr} ({source})",),
     Cause.HANDBACK: ("{changes} load changes in {span_s} s (one every {dwell_s} s): the VF's adaptive ITR",),

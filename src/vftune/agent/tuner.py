@@ -71,8 +71,8 @@ class TunerOptions:
     warm_span: float = 2.0  # periodic restarts search [best/span, best*span]
     quantize: bool = True  # probe only rates the 82599 can deliver (2.048-us steps)
     max_apply_misses: int = 3  # samples showing another ITR than the probe before giving up
-    worse_margin: float = 0.15  # a recalled setting this far below its remembered throughput ...
-    worse_windows: int = 2  # ... for this many windows is searched again
+    worse_margin: float = 0.25  # a recalled setting this far below its remembered throughput is
+    # checked against one window of the adaptive ITR (and searched again if that does better)
     host_memory: bool = True  # a VF's unseen class starts from another VF's setting for it
     # Hand back to the adaptive ITR when the last handback_changes load changes came on average
     # sooner than handback_windows x (settle + window): nothing measured would hold long enough.
@@ -94,7 +94,7 @@ class TunerOptions:
             if f.name in positive and value == 0:
                 raise ValueError(f"tuner option {f.name} must be > 0, got {value!r}")
         for name in ("restart_interrupts", "change_windows", "recall_windows", "max_apply_misses",
-                     "max_probes", "reference_windows", "worse_windows", "handback_changes"):
+                     "max_probes", "reference_windows", "handback_changes"):
             if getattr(self, name) < 1:
                 raise ValueError(f"tuner option {name} must be >= 1, got {getattr(self, name)!r}")
         if self.warm_span <= 1:
@@ -197,7 +197,7 @@ class SearchTuner(VfPolicy):
         self.convergences: list[Convergence] = []
         self._misses = 0
         self._recalled: Profile | None = None  # the profile in force after a recall, until verified
-        self._worse = 0
+        self._recall_bps: float | None = None  # the recalled setting's window, while adaptive is measured
         self._load_changes: list[float] = []  # times the load changed class (acted on)
         self._steady_since: float | None = None  # in ADAPTIVE: since when the class held
         self._last_window: Window | None = None
@@ -312,10 +312,10 @@ class SearchTuner(VfPolicy):
             return self._new_load(s, w, classify(w), first=True)
         if self.phase is Phase.ADAPTIVE:
             return self._step_adaptive(s, w)
-        if self._recalled is not None and not self.meter.settling:
-            worse = self._check_recall(s, w)
-            if worse is not None:
-                return worse
+        if self._recalled is not None:
+            checked = self._check_recall(s, w)
+            if checked is not None or self._recall_bps is not None:
+                return checked
         change = self.changes.observe(w, self._windows_for)
         if change is None:
             return None
@@ -325,6 +325,7 @@ class SearchTuner(VfPolicy):
         if change.kind == "idle":
             self.phase = Phase.IDLE
             self._recalled = None
+            self.held_class = None
             self.meter.start(s.t, 0.0)
             self._note(s.t, Cause.IDLE, mbps=round(change.baseline.bps / 1e6, 2), itr=s.itr)
             return None
@@ -403,7 +404,7 @@ class SearchTuner(VfPolicy):
         self.held_class = klass
         self.probe_itr = None
         self._recalled = profile
-        self._worse = 0
+        self._recall_bps = None
         self.changes.reset(klass)
         self.clock.reset(self.searches)
         moved = not same_itr(profile.itr, s.itr)
@@ -412,23 +413,42 @@ class SearchTuner(VfPolicy):
                                                 **({"set": profile.itr} if moved else {})})
 
     def _check_recall(self, s: VfSample, w: Window) -> TunerEvent | None:
-        """The first windows after a recall: does the remembered setting still measure as well?"""
+        """The first window after a recall: does the remembered setting still hold up?
+
+        A window within worse_margin of the remembered throughput confirms it. A lower one may
+        be a lower offered load (the same class spans a decade of rates) or a setting gone bad:
+        one window of the VF's adaptive ITR at the same load tells them apart. If the adaptive
+        ITR beats the remembered setting by more than the noise margin, the setting measures
+        worse: it is forgotten and the class searched again; otherwise it is put back and its
+        remembered throughput follows the load."""
         profile = self._recalled
         assert profile is not None
         if w.bps < self.options.min_throughput_bps:
             return None
-        if w.bps >= profile.bps * (1.0 - self.options.worse_margin):
-            self._recalled = None  # as good as remembered
-            return None
-        self._worse += 1
-        if self._worse < self.options.worse_windows:
-            return None
-        self._recalled = None
-        klass = self.held_class
-        if klass is not None:
-            self.memory.forget(klass)
-        return self._begin(s, Cause.RESTART_WORSE, warm=False, baseline=w, klass=klass, klass_name=str(klass),
-                           change=w.bps / profile.bps - 1.0, remembered_mbps=round(profile.bps / 1e6))
+        if self._recall_bps is None:
+            if w.bps >= profile.bps * (1.0 - self.options.worse_margin):
+                self._recalled = None  # as good as remembered
+                return None
+            if profile.itr == 0:
+                self._recalled = None
+                profile.bps = w.bps
+                return None
+            self._recall_bps = w.bps
+            self.meter.start(s.t, self.options.settle_s)
+            return TunerEvent(s.t, Cause.PROBE, {"n": 1, "of": 1, "itr": 0, "role": "checking the recalled setting",
+                                                 "set": 0})
+        recalled_bps, self._recall_bps, self._recalled = self._recall_bps, None, None
+        if w.bps > recalled_bps * (1.0 + self.options.margin):
+            klass = self.held_class
+            if klass is not None:
+                self.memory.forget(klass)
+                self.profiles.host.forget(klass)
+            return self._begin(s, Cause.RESTART_WORSE, warm=False, baseline=w, klass=klass, klass_name=str(klass),
+                               itr=profile.itr, change=recalled_bps / w.bps - 1.0)
+        profile.bps = recalled_bps
+        self.meter.start(s.t, self.options.settle_s)
+        return TunerEvent(s.t, Cause.RECALL, {"klass": str(self.held_class), "itr": profile.itr,
+                                              "source": "kept: the adaptive ITR does no better", "set": profile.itr})
 
     # ---- probing ----------------------------------------------------------------------
 
@@ -447,6 +467,8 @@ class SearchTuner(VfPolicy):
             return None
         self._last_window = w
         if w.bps < self.options.min_throughput_bps:
+            self._suspend()  # its measurements stay valid when the class comes back
+            self.active = self._last_search
             return self._abort(s, f"VF idle during probe ({w.bps / 1e6:.2f} Mbit/s)")
         klass = classify(w, self.active.klass)
         if self.active.klass is None:
@@ -601,6 +623,7 @@ class SearchTuner(VfPolicy):
         self.phase = Phase.IDLE
         self.active = None
         self.probe_itr = None
+        self.held_class = None
         self.meter.start(s.t, self.options.settle_s)
         values: dict[str, object] = {"why": why, "itr": back}
         if not same_itr(back, s.itr):
