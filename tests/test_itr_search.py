@@ -193,14 +193,20 @@ def test_more_interrupts_must_gain_more_than_the_noise_margin():
     def bump(height):
         return lambda r: height * math.exp(-((math.log(r / 60_000) / 0.5) ** 2))
 
+    def with_incumbent(f):
+        return lambda r: 1.0 if r == 20_000 else f(r)  # the incumbent measures 1.0, re-measured too
+
     # 60000/s measures 1.5% over the incumbent's 20000/s: inside the 2% margin, keep 20000.
-    small = run(ItrSearch(ITR_MIN_RATE, ITR_MAX_RATE, 1000, incumbent=20_000, incumbent_throughput=1.0), bump(1.015))
+    small = run(ItrSearch(ITR_MIN_RATE, ITR_MAX_RATE, 1000, incumbent=20_000, incumbent_throughput=1.0),
+                with_incumbent(bump(1.015)))
     assert small.best == 20_000 and "inside the 2% noise margin" in small.outcome
     # A 5% gain is worth the interrupts.
-    large = run(ItrSearch(ITR_MIN_RATE, ITR_MAX_RATE, 1000, incumbent=20_000, incumbent_throughput=1.0), bump(1.05))
+    large = run(ItrSearch(ITR_MIN_RATE, ITR_MAX_RATE, 1000, incumbent=20_000, incumbent_throughput=1.0),
+                with_incumbent(bump(1.05)))
     assert large.best > 40_000 and "vs incumbent" in large.outcome
     # The adaptive ITR has no rate of its own: its measured interrupt rate stands for it.
-    adaptive = run(ItrSearch(ITR_MIN_RATE, ITR_MAX_RATE, 1000, incumbent=0, incumbent_throughput=1.0, incumbent_cost=12_000), bump(1.015))
+    adaptive = run(ItrSearch(ITR_MIN_RATE, ITR_MAX_RATE, 1000, incumbent=0, incumbent_throughput=1.0,
+                             incumbent_cost=12_000), bump(1.015), incumbent_value=1.0)
     assert adaptive.best == 0
 
 
@@ -260,8 +266,8 @@ def test_an_edge_that_measures_worse_falls_back_to_the_lowest_rate_holding_the_t
 
 
 def test_a_caller_can_ask_more_of_a_costlier_rate_than_the_noise_margin():
-    def bump(r):  # 5% over the incumbent around 60000/s
-        return 1.05 * math.exp(-((math.log(r / 60_000) / 0.5) ** 2))
+    def bump(r):  # 5% over the incumbent (1.0 at 20000/s, re-measured too) around 60000/s
+        return 1.0 if r == 20_000 else 1.05 * math.exp(-((math.log(r / 60_000) / 0.5) ** 2))
 
     default = run(ItrSearch(ITR_MIN_RATE, ITR_MAX_RATE, 1000, incumbent=20_000, incumbent_throughput=1.0), bump)
     assert default.best > 40_000

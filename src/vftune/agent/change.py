@@ -2,7 +2,8 @@
 
 While holding, the reference is the median of the first reference_windows windows (one burst
 does not become the reference) and its workload class. A window of another class is a new load
-once `windows_for(class)` windows in a row show it (the caller asks for one window when it
+once `windows_for(class)` windows in a row show it (a class that differs only in the decade of
+its rate counts once the rate moved decade_jump times against the reference) (the caller asks for one window when it
 remembers that class: a jump back costs nothing if it was a burst; two otherwise, because a
 search costs tens of seconds). A change of rate alone inside the class must last rate_change_s
 in one direction, since bursts of a few seconds are not a new load. Two idle windows in a row:
@@ -37,8 +38,9 @@ def rel_change(now: float, ref: float) -> float:
 
 class ChangeDetector:
     def __init__(self, min_bps: float = 1e6, rate_change: float = 0.3, rate_change_s: float = 30.0,
-                 idle_windows: int = 2, reference_windows: int = 3) -> None:
+                 idle_windows: int = 2, reference_windows: int = 3, decade_jump: float = 3.0) -> None:
         self.min_bps = min_bps
+        self.decade_jump = decade_jump
         self.rate_change = rate_change
         self.rate_change_s = rate_change_s
         self.idle_windows = idle_windows
@@ -70,6 +72,15 @@ class ChangeDetector:
         klass = classify(w, self._other_class or self.klass)
         if self.klass is None:
             self.klass = klass
+        if klass is not None and self.klass is not None and same_shape(klass, self.klass) and klass != self.klass:
+            # Only the rate's decade differs. The rate is partly the setting's doing (a request/
+            # response VF's transactions follow its interrupt rate), so a decade counts only once
+            # the rate moved decade_jump times against the reference, not on crossing an edge.
+            ref_pps = self.reference.pps if self.reference is not None else (
+                self._first[0].pps if self._first else w.pps)
+            if max(w.pps, 1.0) / max(ref_pps, 1.0) < self.decade_jump and max(ref_pps, 1.0) / max(
+                    w.pps, 1.0) < self.decade_jump:
+                klass = self.klass
         if klass is not None and klass != self.klass:
             if klass != self._other_class:
                 self._other, self._other_class = [], klass

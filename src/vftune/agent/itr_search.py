@@ -421,13 +421,19 @@ class ItrSearch:
         return candidate
 
     def _needs_recheck(self) -> bool:
-        """The incumbent would veto the result on one measurement: measure it once more."""
+        """The incumbent would veto the result on one measurement (as better, or as as good for
+        fewer interrupts): measure it once more."""
         if not self._recheck or self.incumbent is None or self.incumbent_throughput is None or not self._spare():
             return False
         if len(self._incumbent_samples) != 1 or self._choice == self.incumbent:
             return False
         assert self._choice is not None
-        return self.score(self._choice) < self.incumbent_throughput * (1.0 - self.harm_margin)
+        value, inc = self.score(self._choice), self.incumbent_throughput
+        if value < inc * (1.0 - self.harm_margin):
+            return True
+        cost = self.incumbent_cost if self.incumbent_cost else (self.incumbent or None)
+        return cost is not None and self._choice > cost * (1.0 + self.margin) and inc > 0 and (
+            value / inc - 1.0 < self.cost_margin)
 
     def _search_step(self) -> int | None:
         """One golden-section comparison; returns a rate to measure, or None after a cut."""

@@ -53,11 +53,15 @@ def _fixed(arg: str) -> GoalPolicyFactory:
 class SearchFactory:
     """Makes SearchTuners that share one host's workload memory, each with its VF's goal."""
 
-    def __init__(self, options: TunerOptions | None = None, profiles: HostProfiles | None = None) -> None:
+    def __init__(self, options: TunerOptions | None = None, profiles: HostProfiles | None = None,
+                 default_goal: VfGoal = DEFAULT_GOAL) -> None:
         self.options = options
         self.profiles = profiles or HostProfiles()
+        self.default_goal = default_goal  # for VFs no config rule gives a goal
 
     def __call__(self, pci: str, caps: Capabilities, goal: VfGoal = DEFAULT_GOAL, /) -> SearchTuner:
+        if goal == DEFAULT_GOAL:
+            goal = self.default_goal
         try:
             tuner_goal = Goal.of(goal.objective, goal.max_interval_us)
         except ValueError as exc:

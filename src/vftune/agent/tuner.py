@@ -531,9 +531,10 @@ class SearchTuner(VfPolicy):
             high = min(high, int(centre * (1.0 if confined else o.warm_span)))
             if high <= low:
                 low, high = self.full_bracket
-        # A cold search measures the guest's own adaptive ITR first (do no harm; the CPU rule).
+        # A cold search measures the guest's own adaptive ITR first (do no harm; the CPU rule),
+        # in a window of its own: the window that showed the new load straddles the change.
         incumbent = s.itr if warm else 0
-        same = baseline is not None and same_itr(baseline.itr, incumbent) and baseline.bps > 0
+        same = warm and baseline is not None and same_itr(baseline.itr, incumbent) and baseline.bps > 0
         incumbent_bps = verdict.credited_bps if same and verdict is not None else None
         search = ItrSearch(
             low, high, config=self.search_config, incumbent=incumbent,
