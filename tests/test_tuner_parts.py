@@ -91,7 +91,7 @@ def test_the_memory_exports_and_imports_as_versioned_plain_data():
     k = WorkloadClass("bulk", "large", "rx", 5)
     profiles.for_vf(PCI).remember(k, Profile(12_000, 9e9, 2e-12, 10.0))
     profiles.host.remember(k, Profile(12_000, 9e9, None, 10.0))
-    data = json.loads(json.dumps(profiles.export().to_json()))
+    data = json.loads(json.dumps(profiles.export()))
     assert data["version"] == 1 and data["vfs"][PCI]["bulk/large/rx/1e5"]["itr"] == 12_000
     other = HostProfiles()
     other.load(ProfilesRecord.from_json(data))

@@ -231,7 +231,10 @@ class ItrSearch:
                 assert cpu_per_bit is not None
                 self._incumbent_cpb.append(cpu_per_bit)
             self._incumbent_samples.append(float(throughput))
-            self.incumbent_throughput = sum(self._incumbent_samples) / len(self._incumbent_samples)
+            # Judged as the probes are: by its lowest window when pessimistic (else a lucky
+            # incumbent window would keep the incumbent against better, re-measured probes).
+            self.incumbent_throughput = (min(self._incumbent_samples) if self.pessimistic
+                                         else sum(self._incumbent_samples) / len(self._incumbent_samples))
             if self.phase == RECHECK:
                 self._finish()
                 self.phase = DONE

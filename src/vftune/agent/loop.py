@@ -17,6 +17,7 @@ from typing import Any
 from vftune.agent.costmodel import cliff_inputs
 from vftune.agent.costs import CostTracker
 from vftune.agent.hybrid import cliff_rate
+from vftune.agent.memory import HostProfiles, ProfilesRecord
 from vftune.agent.policy import PfController, PfControllerFactory, VfPolicy, VfPolicyFactory
 from vftune.agent.sampling import RateDeriver
 from vftune.hostdriver.base import HostDriver, HostError
@@ -157,6 +158,25 @@ class Agent:
             rx_pps=s.rx_pps if s else None, rx_bps=s.rx_bps if s else None,
             last_decision=st.last_decision if st else None,
         )
+
+    # -- workload memory ------------------------------------------------------
+
+    def _profiles(self) -> HostProfiles | None:
+        memory = getattr(self._vf_policy_factory, "profiles", None)
+        return memory if isinstance(memory, HostProfiles) else None
+
+    def export_profiles(self) -> dict[str, Any] | None:
+        """The VF policy's workload memory as plain data; None when the policy keeps none."""
+        memory = self._profiles()
+        return None if memory is None else memory.export()
+
+    def import_profiles(self, data: object) -> int:
+        """Merge a memory record (ProfilesRecord's JSON form) into the host's; returns how many
+        entries it brought. ValueError names the first bad field; LookupError: no memory here."""
+        memory = self._profiles()
+        if memory is None:
+            raise LookupError("the VF policy keeps no workload memory (run with --policy search)")
+        return memory.load(ProfilesRecord.from_json(data))
 
     # -- inventory ----------------------------------------------------------
 

@@ -15,6 +15,7 @@ so an orchestrator can seed a new host from a fleet. Pure logic.
 from __future__ import annotations
 
 import math
+import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -106,10 +107,14 @@ class Profile:
 
 @dataclass
 class ClassMemory:
-    """Best settings by workload class, for one VF or for a whole host."""
+    """Best settings by workload class, for one VF or for a whole host.
+
+    The agent's tick changes it while the API exports or imports it: every change and every
+    walk over it holds `lock` (one per host, shared by its tables)."""
 
     profiles: dict[WorkloadClass, Profile] = field(default_factory=dict)
     max_classes: int = 64  # the least recently found go first
+    lock: threading.RLock = field(default_factory=threading.RLock, repr=False, compare=False)
 
     def get(self, klass: WorkloadClass) -> Profile | None:
         return self.profiles.get(klass)
@@ -117,6 +122,10 @@ class ClassMemory:
     def nearest(self, klass: WorkloadClass) -> tuple[WorkloadClass, Profile] | None:
         """The class itself, else the same kind, size and mix one decade away: a window measured
         at the previous load's setting may show a rate that setting held down (or up)."""
+        with self.lock:
+            return self._nearest(klass)
+
+    def _nearest(self, klass: WorkloadClass) -> tuple[WorkloadClass, Profile] | None:
         if klass in self.profiles:
             return klass, self.profiles[klass]
         near = [k for k in self.profiles
@@ -127,19 +136,22 @@ class ClassMemory:
         return best, self.profiles[best]
 
     def remember(self, klass: WorkloadClass, profile: Profile) -> None:
-        self.profiles[klass] = profile
-        if len(self.profiles) > self.max_classes:
-            oldest = min(self.profiles, key=lambda k: self.profiles[k].found_t)
-            del self.profiles[oldest]
+        with self.lock:
+            self.profiles[klass] = profile
+            if len(self.profiles) > self.max_classes:
+                oldest = min(self.profiles, key=lambda k: self.profiles[k].found_t)
+                del self.profiles[oldest]
 
     def forget(self, klass: WorkloadClass) -> None:
-        self.profiles.pop(klass, None)
+        with self.lock:
+            self.profiles.pop(klass, None)
 
     def __len__(self) -> int:
         return len(self.profiles)
 
     def as_dict(self) -> dict[str, Any]:
-        return {k.key(): p.as_dict() for k, p in sorted(self.profiles.items())}
+        with self.lock:
+            return {k.key(): p.as_dict() for k, p in sorted(self.profiles.items())}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], where: str) -> ClassMemory:
@@ -194,20 +206,30 @@ class HostProfiles:
     """One host's memory: shared by every VF's tuner (the factory hands the same object to all)."""
 
     def __init__(self) -> None:
-        self.host = ClassMemory()
+        self.lock = threading.RLock()
+        self.host = ClassMemory(lock=self.lock)
         self.vfs: dict[str, ClassMemory] = {}
 
     def for_vf(self, pci: str) -> ClassMemory:
-        return self.vfs.setdefault(pci, ClassMemory())
+        with self.lock:
+            return self.vfs.setdefault(pci, ClassMemory(lock=self.lock))
 
-    def export(self) -> ProfilesRecord:
-        return ProfilesRecord(self.host, dict(self.vfs))
+    def export(self) -> dict[str, Any]:
+        """The whole memory as plain data (ProfilesRecord's JSON form), taken in one hold."""
+        with self.lock:
+            return ProfilesRecord(self.host, dict(self.vfs)).to_json()
 
-    def load(self, record: ProfilesRecord) -> None:
-        """Merge an imported record: its entries replace this host's for the same classes."""
-        for klass, p in record.host.profiles.items():
-            self.host.remember(klass, p)
-        for pci, memory in record.vfs.items():
-            mine = self.for_vf(pci)
-            for klass, p in memory.profiles.items():
-                mine.remember(klass, p)
+    def load(self, record: ProfilesRecord) -> int:
+        """Merge an imported record: its entries replace this host's for the same classes.
+        Returns how many entries it brought."""
+        n = 0
+        with self.lock:
+            for klass, p in record.host.profiles.items():
+                self.host.remember(klass, p)
+                n += 1
+            for pci, memory in record.vfs.items():
+                mine = self.for_vf(pci)
+                for klass, p in memory.profiles.items():
+                    mine.remember(klass, p)
+                    n += 1
+        return n
