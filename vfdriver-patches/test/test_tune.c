@@ -1,212 +1,254 @@
 // SPDX-License-Identifier: GPL-2.0
-/* User space test of ixgbe_tune.h, the dependency-free logic shared by the
- * patched ixgbe: ITR encodings, rx-mode hysteresis, poll budgets and the
- * shift-only packet-rate estimator.  Exits non-zero on any failure.
+/* User space test of the patched ixgbe_tune.h: the helpers ixgbe_poll(),
+ * ixgbe_write_eitr() and the hybrid rx mode call.  Every helper in the
+ * header is exercised here and every one is called by the driver.
+ *
+ * Property tests run over all (rings, budget, first ring) up to 64 and
+ * over random inputs from a fixed-seed generator, so a failure repeats.
+ * Prints one line per group and a summary; exit status 1 on any failure.
  */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "ixgbe_tune.h"
 
-static int passed, failed;
+static unsigned long checks, failures;
 
-#define CHECK_EQ(got, want) check_eq(__FILE__, __LINE__, #got, \
-				     (unsigned long long)(got), \
-				     (unsigned long long)(want))
+#define CHECK(cond, ...)                                                   \
+	do {                                                               \
+		checks++;                                                  \
+		if (!(cond)) {                                             \
+			if (failures++ < 20) {                             \
+				printf("FAIL %s:%d: ", __func__, __LINE__); \
+				printf(__VA_ARGS__);                       \
+				printf("\n");                              \
+			}                                                  \
+		}                                                          \
+	} while (0)
 
-static void check_eq(const char *file, int line, const char *expr,
-		     unsigned long long got, unsigned long long want)
+/* xorshift64*, fixed seed: reproducible "random" inputs */
+static unsigned long long rng_state = 0x9e3779b97f4a7c15ULL;
+
+static unsigned long long rnd(void)
 {
-	if (got == want) {
-		passed++;
-		return;
-	}
-	failed++;
-	fprintf(stderr, "%s:%d: %s = %llu, want %llu\n",
-		file, line, expr, got, want);
+	rng_state ^= rng_state >> 12;
+	rng_state ^= rng_state << 25;
+	rng_state ^= rng_state >> 27;
+	return rng_state * 2685821657736338717ULL;
 }
 
-static void test_itr_encoding(void)
+static void group(const char *name, unsigned long before_checks,
+		  unsigned long before_failures)
 {
-	/* same range as ethtool -C rx-usecs on ixgbe/ixgbevf */
-	CHECK_EQ(ixgbe_tune_itr_usecs_valid(0), 1);
-	CHECK_EQ(ixgbe_tune_itr_usecs_valid(1022), 1);
-	CHECK_EQ(ixgbe_tune_itr_usecs_valid(1023), 0);
-	CHECK_EQ(ixgbe_tune_itr_usecs_valid(4000000000U), 0);
-
-	/* odd intervals round down to the 2 us EITR granularity */
-	CHECK_EQ(ixgbe_tune_itr_usecs_round(51), 50);
-	CHECK_EQ(ixgbe_tune_itr_usecs_round(3), 2);
-	CHECK_EQ(ixgbe_tune_itr_usecs_round(1), 1);
-	CHECK_EQ(ixgbe_tune_itr_usecs_round(0), 0);
-
-	/* itr_setting as the drivers store it: usecs << 2, flags 0/1 kept */
-	CHECK_EQ(ixgbe_tune_usecs_to_setting(0), 0);
-	CHECK_EQ(ixgbe_tune_usecs_to_setting(1), 1);
-	CHECK_EQ(ixgbe_tune_usecs_to_setting(50), 200);
-	CHECK_EQ(ixgbe_tune_usecs_to_setting(1022) & ~0xff8U, 0);
-	CHECK_EQ(ixgbe_tune_setting_to_usecs(200), 50);
-	CHECK_EQ(ixgbe_tune_setting_to_usecs(1), 1);
-	for (unsigned int u = 2; u <= IXGBE_TUNE_ITR_MAX_USECS; u++)
-		CHECK_EQ(ixgbe_tune_setting_to_usecs(
-				ixgbe_tune_usecs_to_setting(u)), u);
-
-	/* the 82599 limits: 2 us = 500000/s, 1022 us = 978/s; 20 us = 50K */
-	CHECK_EQ(ixgbe_tune_usecs_to_rate(2), 500000);
-	CHECK_EQ(ixgbe_tune_usecs_to_rate(20), 50000);
-	CHECK_EQ(ixgbe_tune_usecs_to_rate(1022), 978);
-	CHECK_EQ(ixgbe_tune_usecs_to_rate(1), 0);
-	CHECK_EQ(ixgbe_tune_usecs_to_rate(0), 0);
+	printf("%-12s %6lu checks, %lu failed\n", name, checks - before_checks,
+	       failures - before_failures);
 }
 
-static void test_thresholds(void)
+/* ring split: no poll over budget; with budget >= rings the stock split;
+ * with fewer packets than rings every ring is served within
+ * ceil(rings / budget) consecutive polls, from any starting ring
+ */
+static void test_ring_split(void)
 {
-	/* paper's example: cliff 100 Kpps, e = 0.15 */
-	CHECK_EQ(ixgbe_tune_cliff_low(100000, 15), 85000);
-	CHECK_EQ(ixgbe_tune_cliff_high(100000, 15), 115000);
-	/* exact at the top of the range, no 32-bit overflow */
-	CHECK_EQ(ixgbe_tune_cliff_high(IXGBE_TUNE_CLIFF_MAX, 100), 200000000);
-	CHECK_EQ(ixgbe_tune_cliff_low(IXGBE_TUNE_CLIFF_MAX, 100), 0);
-	/* truncation matches (100 +/- e) * cliff / 100 for awkward values */
-	for (unsigned long long c = 1; c < 100000000ULL; c = c * 7 + 3) {
-		for (unsigned int e = 0; e <= 100; e += 7) {
-			CHECK_EQ(ixgbe_tune_cliff_low(c, e), (100 - e) * c / 100);
-			CHECK_EQ(ixgbe_tune_cliff_high(c, e), (100 + e) * c / 100);
+	unsigned long c0 = checks, f0 = failures;
+	unsigned int n, b, first;
+
+	for (n = 1; n <= 64; n++) {
+		for (b = 1; b <= 64; b++) {
+			unsigned int bound = (n + b - 1) / b;
+
+			for (first = 0; first < n; first++) {
+				unsigned int last_served[64];
+				unsigned int poll, r, f = first;
+				int ok_sum = 1, ok_gap = 1, ok_stock = 1;
+
+				for (r = 0; r < n; r++)
+					last_served[r] = 0;
+				/* all rings always busy: the worst case */
+				for (poll = 1; poll <= 3 * bound + 2; poll++) {
+					unsigned int sum = 0, served = 0;
+
+					for (r = 0; r < n; r++) {
+						unsigned int rb;
+
+						rb = ixgbe_tune_ring_budget(b, n, f, r);
+						sum += rb;
+						if (b >= n && rb != b / n)
+							ok_stock = 0;
+						if (!rb)
+							continue;
+						served++;
+						if (poll - last_served[r] > bound)
+							ok_gap = 0;
+						last_served[r] = poll;
+					}
+					if (sum > b || served != (b < n ? b : n))
+						ok_sum = 0;
+					f = ixgbe_tune_ring_first_next(b, n, f);
+				}
+				/* and nobody waits longer at the end either */
+				for (r = 0; r < n; r++)
+					if (poll - last_served[r] > bound + 1)
+						ok_gap = 0;
+				CHECK(ok_sum, "rings %u budget %u first %u: sum over budget or wrong ring count", n, b, first);
+				CHECK(ok_gap, "rings %u budget %u first %u: a ring waited more than %u polls", n, b, first, bound);
+				CHECK(ok_stock, "rings %u budget %u: not budget / rings", n, b);
+			}
 		}
 	}
-	/* an epsilon above 100 is clamped, never wraps */
-	CHECK_EQ(ixgbe_tune_cliff_low(1000, 250), 0);
-	CHECK_EQ(ixgbe_tune_cliff_high(1000, 250), 2000);
+	/* degenerate inputs the driver never passes must stay harmless */
+	CHECK(ixgbe_tune_ring_budget(64, 0, 0, 0) == 0, "no rings");
+	CHECK(ixgbe_tune_ring_first_next(64, 0, 5) == 0, "no rings next");
+	CHECK(ixgbe_tune_ring_budget(2, 4, 9, 1) == 1, "first out of range is taken modulo");
+	group("ring-split", c0, f0);
 }
 
-static void test_hysteresis(void)
+static void test_poll_weight(void)
 {
-	unsigned int lo = 85000, hi = 115000;
-	unsigned int de = IXGBE_TUNE_RXM_DE, napi = IXGBE_TUNE_RXM_NAPI;
+	unsigned long c0 = checks, f0 = failures;
+	unsigned int limit;
 
-	CHECK_EQ(ixgbe_tune_next_mode(de, 115000, lo, hi), de);
-	CHECK_EQ(ixgbe_tune_next_mode(de, 115001, lo, hi), napi);
-	CHECK_EQ(ixgbe_tune_next_mode(napi, 85000, lo, hi), napi);
-	CHECK_EQ(ixgbe_tune_next_mode(napi, 84999, lo, hi), de);
-	/* inside the band nothing moves, whichever side we came from */
-	CHECK_EQ(ixgbe_tune_next_mode(de, 100000, lo, hi), de);
-	CHECK_EQ(ixgbe_tune_next_mode(napi, 100000, lo, hi), napi);
+	for (limit = 0; limit <= 80; limit++) {
+		unsigned int w = ixgbe_tune_poll_weight(IXGBE_TUNE_RXM_NAPI, limit, 64);
 
-	/* a rate oscillating +/-10% around the cliff causes no switch */
-	unsigned int active = de, switches = 0;
-
-	for (int i = 0; i < 1000; i++) {
-		unsigned int rate = (i & 1) ? 110000 : 90000;
-		unsigned int next = ixgbe_tune_next_mode(active, rate, lo, hi);
-
-		switches += next != active;
-		active = next;
+		CHECK(ixgbe_tune_poll_weight(IXGBE_TUNE_RXM_DE, limit, 64) == 64,
+		      "DE drains with the full weight (limit %u)", limit);
+		CHECK(w == ((limit && limit < 64) ? limit : 64),
+		      "NAPI weight %u for limit %u", w, limit);
+		CHECK(w >= 1 && w <= 64, "weight %u out of 1..64", w);
 	}
-	CHECK_EQ(switches, 0);
-
-	CHECK_EQ(ixgbe_tune_active_for(IXGBE_TUNE_RXM_NAPI, de), napi);
-	CHECK_EQ(ixgbe_tune_active_for(IXGBE_TUNE_RXM_DE, napi), de);
-	CHECK_EQ(ixgbe_tune_active_for(IXGBE_TUNE_RXM_HYBRID, napi), napi);
+	group("poll-weight", c0, f0);
 }
 
-static void test_poll_budget(void)
+static void test_modes(void)
 {
-	/* DE always gets the full NAPI budget, NAPI the limit, never more */
-	CHECK_EQ(ixgbe_tune_poll_budget(IXGBE_TUNE_RXM_DE, 2, 64), 64);
-	CHECK_EQ(ixgbe_tune_poll_budget(IXGBE_TUNE_RXM_NAPI, 2, 64), 2);
-	CHECK_EQ(ixgbe_tune_poll_budget(IXGBE_TUNE_RXM_NAPI, 64, 64), 64);
-	CHECK_EQ(ixgbe_tune_poll_budget(IXGBE_TUNE_RXM_NAPI, 64, 8), 8);
-	CHECK_EQ(ixgbe_tune_poll_budget(IXGBE_TUNE_RXM_DE, 2, 8), 8);
+	unsigned long c0 = checks, f0 = failures;
+	unsigned int itr, a;
+
+	/* DE never goes below what the rings allow, never above 10 us */
+	for (itr = 0; itr <= 4092; itr++) {
+		unsigned int de = ixgbe_tune_de_itr(itr, 40);
+
+		CHECK(de == (itr < 40 ? itr : 40), "de_itr(%u) = %u", itr, de);
+	}
+	for (a = IXGBE_TUNE_RXM_NAPI; a <= IXGBE_TUNE_RXM_DE; a++) {
+		CHECK(ixgbe_tune_active_for(IXGBE_TUNE_RXM_NAPI, a) == IXGBE_TUNE_RXM_NAPI, "napi");
+		CHECK(ixgbe_tune_active_for(IXGBE_TUNE_RXM_DE, a) == IXGBE_TUNE_RXM_DE, "de");
+		CHECK(ixgbe_tune_active_for(IXGBE_TUNE_RXM_HYBRID, a) == a, "hybrid keeps its choice");
+	}
+	group("modes", c0, f0);
 }
 
+static void test_cliff(void)
+{
+	unsigned long c0 = checks, f0 = failures;
+	unsigned int i;
+
+	for (i = 0; i < 20000; i++) {
+		unsigned int cliff = 1 + rnd() % IXGBE_TUNE_CLIFF_MAX;
+		unsigned int eps = rnd() % (IXGBE_TUNE_EPSILON_MAX + 1);
+		unsigned long long lo = (unsigned long long)cliff * (100 - eps) / 100;
+		unsigned long long hi = (unsigned long long)cliff * (100 + eps) / 100;
+		unsigned int l = ixgbe_tune_cliff_low(cliff, eps);
+		unsigned int h = ixgbe_tune_cliff_high(cliff, eps);
+
+		CHECK(l == lo && h == hi, "cliff %u eps %u: %u/%u, want %llu/%llu",
+		      cliff, eps, l, h, lo, hi);
+	}
+	CHECK(ixgbe_tune_cliff_low(100000, 15) == 85000, "default low");
+	CHECK(ixgbe_tune_cliff_high(100000, 15) == 115000, "default high");
+	CHECK(ixgbe_tune_cliff_high(IXGBE_TUNE_CLIFF_MAX, 100) == 2 * IXGBE_TUNE_CLIFF_MAX,
+	      "no 32-bit overflow at the limits");
+	CHECK(ixgbe_tune_cliff_low(1000, 250) == 0, "epsilon is capped at 100");
+
+	/* hysteresis: inside the band the mode holds, outside it flips */
+	for (i = 0; i < 20000; i++) {
+		unsigned int lo = rnd() % 1000000, hi = lo + rnd() % 1000000;
+		unsigned int rate = rnd() % 3000000;
+		unsigned int from_de = ixgbe_tune_next_mode(IXGBE_TUNE_RXM_DE, rate, lo, hi);
+		unsigned int from_napi = ixgbe_tune_next_mode(IXGBE_TUNE_RXM_NAPI, rate, lo, hi);
+
+		CHECK(from_de == (rate > hi ? IXGBE_TUNE_RXM_NAPI : IXGBE_TUNE_RXM_DE),
+		      "DE at %u in [%u, %u]", rate, lo, hi);
+		CHECK(from_napi == (rate < lo ? IXGBE_TUNE_RXM_DE : IXGBE_TUNE_RXM_NAPI),
+		      "NAPI at %u in [%u, %u]", rate, lo, hi);
+	}
+	group("cliff", c0, f0);
+}
+
+/* the estimate of a steady rate settles on the window's scaled count and
+ * on 0 after traffic stops; a late timer spreads the count
+ */
 static void test_estimator(void)
 {
-	struct ixgbe_tune_est est;
-	unsigned long long total = 5000;
+	unsigned long c0 = checks, f0 = failures;
+	unsigned int i;
 
-	/* 1e6 / 8192 = 122.0703125 per packet in the window, shifts only */
-	for (unsigned int c = 0; c <= IXGBE_TUNE_WINDOW_COUNT_MAX; c += 997) {
-		unsigned long long exact = (unsigned long long)c * 15625 / 128;
-		unsigned int got = ixgbe_tune_window_to_pps(c);
+	for (i = 0; i < 2000; i++) {
+		unsigned int per_window = rnd() % 130000;	/* up to line rate */
+		unsigned int want = ixgbe_tune_window_to_pps(per_window);
+		double exact = per_window * (1e6 / IXGBE_TUNE_WINDOW_US);
+		unsigned long long total = rnd() % 1000000000ULL;
+		struct ixgbe_tune_est est;
+		unsigned int w, settled = 0;
 
-		CHECK_EQ(got <= exact && exact - got <= 1, 1);
+		/* the shift-only scale is within 1 pps per 128 of the exact */
+		CHECK(want <= exact + 0.5 && want + 1 + exact / 128 >= exact,
+		      "scale %u -> %u, exact %.1f", per_window, want, exact);
+
+		ixgbe_tune_est_reset(&est, total);
+		est.rate_pps = rnd() % 20000000;	/* anything before */
+		est.primed = 1;
+		for (w = 1; w <= 200; w++) {
+			total += per_window;
+			ixgbe_tune_est_update(&est, total, 1);
+			if (est.rate_pps == want && !settled)
+				settled = w;
+		}
+		CHECK(est.rate_pps == want, "steady %u: estimate %u, want %u",
+		      per_window, est.rate_pps, want);
+		CHECK(settled && settled <= 70, "steady %u settled after %u windows",
+		      per_window, settled);
+		for (w = 1; w <= 200; w++)
+			ixgbe_tune_est_update(&est, total, 1);
+		CHECK(est.rate_pps == 0, "idle: estimate %u, want 0", est.rate_pps);
+		CHECK(ixgbe_tune_est_next_windows(&est) == IXGBE_TUNE_IDLE_WINDOWS,
+		      "idle slows the timer down");
 	}
-	CHECK_EQ(ixgbe_tune_window_to_pps(0), 0);
-	CHECK_EQ(ixgbe_tune_window_to_pps(128), 15625);
-	CHECK_EQ(ixgbe_tune_window_to_pps(0xffffffffU),
-		 ixgbe_tune_window_to_pps(IXGBE_TUNE_WINDOW_COUNT_MAX));
+	{
+		struct ixgbe_tune_est est;
 
-	/* first window primes: no rate from a single total */
-	ixgbe_tune_est_reset(&est, total);
-	CHECK_EQ(est.rate_pps, 0);
-	/* 1024 packets per window = 125000 pps, the first sample is taken */
-	total += 1024;
-	ixgbe_tune_est_update(&est, total, 1);
-	CHECK_EQ(est.rate_pps, 125000);
-	/* a step down to 0 decays by 1/4 per window */
-	ixgbe_tune_est_update(&est, total, 1);
-	CHECK_EQ(est.rate_pps, 125000 - 31250);
-	for (int i = 0; i < 60; i++)
-		ixgbe_tune_est_update(&est, total, 1);
-	CHECK_EQ(est.rate_pps < 4, 1);
-	/* a steady rate is reached within 3 pps (EWMA floor) */
-	for (int i = 0; i < 80; i++) {
-		total += 800;	/* 97656.25 pps */
-		ixgbe_tune_est_update(&est, total, 1);
+		/* first sample primes; 3 windows at once spread the count */
+		ixgbe_tune_est_reset(&est, 1000);
+		ixgbe_tune_est_update(&est, 1000 + 3 * 800, 3);
+		CHECK(est.rate_pps == ixgbe_tune_window_to_pps(800),
+		      "late timer: %u", est.rate_pps);
+		CHECK(ixgbe_tune_est_next_windows(&est) == 1, "busy: every window");
+		/* counters going backwards restart without a sample */
+		ixgbe_tune_est_update(&est, 10, 1);
+		CHECK(est.rate_pps == ixgbe_tune_window_to_pps(800) && est.last_total == 10,
+		      "backwards total");
+		/* zero windows (timer ran early) take no sample */
+		ixgbe_tune_est_update(&est, 5000, 0);
+		CHECK(est.rate_pps == ixgbe_tune_window_to_pps(800), "zero windows");
+		/* a huge jump is capped, not wrapped */
+		ixgbe_tune_est_reset(&est, 0);
+		ixgbe_tune_est_update(&est, 1ULL << 40, 1);
+		CHECK(est.rate_pps == ixgbe_tune_window_to_pps(IXGBE_TUNE_WINDOW_COUNT_MAX),
+		      "capped: %u", est.rate_pps);
 	}
-	CHECK_EQ(est.rate_pps >= 97656 - 3 && est.rate_pps <= 97656, 1);
-	/* a late timer: 3 windows' worth spread over 3 windows, same rate */
-	total += 2400;
-	ixgbe_tune_est_update(&est, total, 3);
-	CHECK_EQ(est.rate_pps >= 97656 - 3 && est.rate_pps <= 97656, 1);
-	/* counters going backwards (rings reallocated) leave the rate alone */
-	ixgbe_tune_est_update(&est, 10, 1);
-	CHECK_EQ(est.rate_pps >= 97656 - 3 && est.rate_pps <= 97656, 1);
-	CHECK_EQ(est.last_total, 10);
-	/* u64 totals wrap-free: a huge jump is clamped, not overflowed */
-	ixgbe_tune_est_update(&est, 10 + (1ULL << 40), 1);
-	CHECK_EQ(est.rate_pps <= ixgbe_tune_window_to_pps(
-				IXGBE_TUNE_WINDOW_COUNT_MAX), 1);
-}
-
-static void test_hybrid_run(void)
-{
-	/* estimator + hysteresis as the driver's timer runs them: a load
-	 * ramp 0 -> 200 Kpps -> 0 switches DE->NAPI once and NAPI->DE once.
-	 */
-	unsigned int lo = ixgbe_tune_cliff_low(100000, 15);
-	unsigned int hi = ixgbe_tune_cliff_high(100000, 15);
-	unsigned int active = IXGBE_TUNE_RXM_DE, switches = 0;
-	unsigned long long total = 0;
-	struct ixgbe_tune_est est;
-	int i;
-
-	ixgbe_tune_est_reset(&est, total);
-	for (i = 0; i < 600; i++) {
-		unsigned int pps = i < 300 ? i * 700 : (600 - i) * 700;
-		unsigned int next;
-
-		total += (unsigned long long)pps * IXGBE_TUNE_WINDOW_US /
-			 1000000;
-		ixgbe_tune_est_update(&est, total, 1);
-		next = ixgbe_tune_next_mode(active, est.rate_pps, lo, hi);
-		switches += next != active;
-		active = next;
-		if (i == 299)
-			CHECK_EQ(active, IXGBE_TUNE_RXM_NAPI);
-	}
-	CHECK_EQ(active, IXGBE_TUNE_RXM_DE);
-	CHECK_EQ(switches, 2);
+	group("estimator", c0, f0);
 }
 
 int main(void)
 {
-	test_itr_encoding();
-	test_thresholds();
-	test_hysteresis();
-	test_poll_budget();
+	test_ring_split();
+	test_poll_weight();
+	test_modes();
+	test_cliff();
 	test_estimator();
-	test_hybrid_run();
-	printf("%d passed, %d failed\n", passed, failed);
-	return failed ? 1 : 0;
+
+	printf("%lu checks in 5 groups, %lu failed\n", checks, failures);
+	return failures ? 1 : 0;
 }

@@ -1,0 +1,293 @@
+// SPDX-License-Identifier: GPL-2.0
+/* mbx-loopback scenarios: a PF (stock or patched ixgbe) and a VF (stock
+ * or patched ixgbevf, chosen at build time) talk over the fake mailbox.
+ * Every PF x VF pair runs the bring-up; the patched pair runs the rest.
+ * Prints one line per scenario and a summary; exit status 1 on failure.
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "fakehw.h"
+#include "harness.h"
+
+/* enum ixgbe_pfvf_api_rev values (both drivers) */
+#define API_14 5
+#define API_17 8
+#define SUP_IPSEC 0x1u
+#define SUP_HOST_ITR 0x80000000u
+
+static unsigned int checks, failures, err_logs;
+static const char *scenario;
+static int pf_new;
+
+#define CHECK(cond, ...)                                                  \
+	do {                                                              \
+		checks++;                                                 \
+		if (!(cond)) {                                            \
+			failures++;                                       \
+			printf("  FAIL [%s PF, %s] line %d: ",            \
+			       pf_new ? "new" : "old", scenario, __LINE__); \
+			printf(__VA_ARGS__);                              \
+			printf("\n");                                     \
+		}                                                         \
+	} while (0)
+
+void shim_delay(unsigned long usecs)
+{
+	(void)usecs;
+	/* the VF waits: the PF's mailbox interrupt gets to run */
+	if (fake_pf_irq_pending())
+		pf_interrupt();
+}
+
+void shim_log(const char *level, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (strcmp(level, "err"))
+		return;
+	err_logs++;
+	if (getenv("MBX_VERBOSE")) {
+		va_start(ap, fmt);
+		vprintf(fmt, ap);
+		va_end(ap);
+	}
+}
+
+static void start(const char *name, int new_pf)
+{
+	scenario = name;
+	pf_new = new_pf;
+	err_logs = 0;
+	fake_reset();
+	pf_init(new_pf);
+	CHECK(vf_probe() == 0, "VF reset/probe failed");
+}
+
+/* run the service task for @ms of time, every 100 ms */
+static void run(unsigned int ms)
+{
+	unsigned int t;
+
+	for (t = 0; t < ms; t += 100)
+		vf_service(100);
+}
+
+static void scenario_bringup(int new_pf)
+{
+	struct vf_view v;
+	struct pf_view p;
+
+	start("bring-up", new_pf);
+	run(5000);
+	v = vf_view();
+	p = pf_view();
+
+	if (!new_pf) {
+		/* stock PF: 1.4 for everybody, no feature, nothing unknown */
+		CHECK(v.api == API_14, "api %u, want 1.4", v.api);
+		CHECK(!v.host_itr, "feature without a PF that has it");
+	} else {
+		/* patched PF: 1.7 and the intersection of the features */
+		CHECK(v.api == API_17, "api %u, want 1.7", v.api);
+		CHECK(p.api == API_17, "PF thinks api %u", p.api);
+		CHECK(p.features == (v.new_vf ? SUP_IPSEC | SUP_HOST_ITR : SUP_IPSEC),
+		      "PF features 0x%x", p.features);
+		CHECK(v.pf_features & SUP_IPSEC, "IPsec lost at 1.7");
+		CHECK(v.host_itr == v.new_vf, "host itr %d", v.host_itr);
+		CHECK(p.capable == (unsigned int)v.new_vf, "capable %u", p.capable);
+		if (v.new_vf)
+			CHECK(p.applied == 1 && v.reported == 1,
+			      "adaptive not reported (%u, %u)", p.applied, v.reported);
+		/* a host write reaches only a VF that negotiated the feature */
+		CHECK(pf_host_write(PF_REQ, 50) == 0, "host write refused");
+		run(2500);
+		v = vf_view();
+		CHECK(v.rx_usecs == (v.new_vf ? 50u : 1u), "rx-usecs %u", v.rx_usecs);
+	}
+	CHECK(v.rx_usecs == 1 || new_pf, "VF left adaptive: %u", v.rx_usecs);
+	CHECK(pf_stats().unhandled == 0 && err_logs == 0,
+	      "%u unhandled messages, %u error lines on the PF",
+	      pf_stats().unhandled, err_logs);
+}
+
+static void scenario_apply_and_bounds(void)
+{
+	struct vf_view v;
+	struct pf_view p;
+
+	start("apply+bounds", 1);
+	run(300);
+	CHECK(pf_host_write(PF_REQ, 51) == 0, "write 51");
+	CHECK(pf_view().req == 50, "51 rounds to 50, got %u", pf_view().req);
+	run(2100);		/* within one watchdog period */
+	v = vf_view();
+	p = pf_view();
+	CHECK(v.rx_usecs == 50 && v.eitr0 == 200, "VF runs %u us, EITR %u",
+	      v.rx_usecs, v.eitr0);
+	CHECK(p.applied == 50, "PF applied %u", p.applied);
+
+	/* invalid values never reach the VF */
+	CHECK(pf_host_write(PF_REQ, 1023) == -EINVAL, "1023 accepted");
+	CHECK(pf_host_write(PF_MIN, 1) == -EINVAL, "bound 1 accepted");
+	CHECK(pf_host_write(PF_MAX, 2000) == -EINVAL, "bound 2000 accepted");
+
+	/* adaptive within bounds */
+	CHECK(pf_host_write(PF_MAX, 100) == 0, "max 100");
+	CHECK(pf_host_write(PF_MIN, 20) == 0, "min 20");
+	CHECK(pf_host_write(PF_MIN, 200) == -ERANGE, "min above max accepted");
+	CHECK(pf_host_write(PF_MAX, 10) == -ERANGE, "max below min accepted");
+	CHECK(pf_host_write(PF_REQ, 1) == 0, "adaptive");
+	run(2100);
+	v = vf_view();
+	CHECK(v.rx_usecs == 1 && pf_view().applied == 1, "not adaptive: %u",
+	      v.rx_usecs);
+	CHECK(vf_adaptive_clamp(40) == 80, "100K class not raised to min: %u",
+	      vf_adaptive_clamp(40));
+	CHECK(vf_adaptive_clamp(336) == 336, "12K class inside bounds moved");
+	CHECK(vf_adaptive_clamp(1000) == 400, "above max: %u",
+	      vf_adaptive_clamp(1000));
+	/* narrowing the bounds restarts adaptive inside them */
+	CHECK(pf_host_write(PF_MIN, 60) == 0, "min 60");
+	run(2100);
+	CHECK(vf_view().eitr0 == 240, "adaptive restart at %u, want 240",
+	      vf_view().eitr0);
+	CHECK(pf_host_write(PF_MIN, 0) == 0 && pf_host_write(PF_MAX, 0) == 0,
+	      "clearing bounds");
+	run(2100);
+	CHECK(vf_adaptive_clamp(40) == 40 && vf_adaptive_clamp(4000) == 4000,
+	      "bounds cleared but still clamping");
+	CHECK(pf_stats().nacks == 0 && err_logs == 0, "%u NACKs, %u errors",
+	      pf_stats().nacks, err_logs);
+}
+
+static void scenario_not_cts(void)
+{
+	unsigned int nacks;
+
+	start("not-CTS NACK", 1);
+	run(300);
+	CHECK(pf_host_write(PF_REQ, 80) == 0, "write");
+	pf_set_clear_to_send(0);	/* e.g. the PF is resetting VFs */
+	run(4100);
+	nacks = pf_stats().nacks;
+	CHECK(nacks > 0, "the PF never NACKed");
+	CHECK(vf_view().host_itr, "a NACK switched the feature off");
+	CHECK(vf_view().rx_usecs == 1, "applied while not clear to send");
+	pf_set_clear_to_send(1);
+	run(2100);
+	CHECK(vf_view().rx_usecs == 80 && pf_view().applied == 80,
+	      "not applied after CTS came back: %u/%u", vf_view().rx_usecs,
+	      pf_view().applied);
+}
+
+static unsigned int inflight_value;
+
+static void host_write_in_flight(void)
+{
+	fake_on_vf_request = NULL;
+	pf_host_write(PF_REQ, inflight_value);
+}
+
+static void stock_ping_in_flight(void)
+{
+	fake_on_vf_request = NULL;
+	pf_stock_ping();
+}
+
+static void scenario_in_flight(void)
+{
+	start("host write in flight", 1);
+	run(300);
+	/* the host writes while the VF's next request is on the wire */
+	inflight_value = 120;
+	fake_on_vf_request = host_write_in_flight;
+	run(2100);
+	CHECK(fake_on_vf_request == NULL, "no VF request happened");
+	run(2100);
+	CHECK(vf_view().rx_usecs == 120 && pf_view().applied == 120,
+	      "value lost: VF %u, PF %u", vf_view().rx_usecs,
+	      pf_view().applied);
+	CHECK(pf_stats().nacks == 0 && err_logs == 0,
+	      "the write disturbed the mailbox: %u NACKs", pf_stats().nacks);
+
+	/* a stock PF write (link change ping) overwrites a VF request in
+	 * flight: the VF must retry, not give up on the feature
+	 */
+	start("stock ping in flight", 1);
+	run(300);
+	CHECK(pf_host_write(PF_REQ, 30) == 0, "write");
+	fake_on_vf_request = stock_ping_in_flight;
+	run(2100);
+	CHECK(fake_on_vf_request == NULL, "no VF request happened");
+	CHECK(vf_view().host_itr, "feature switched off by a lost request");
+	/* the ping that destroyed the request makes the VF fetch again at
+	 * its next service run instead of waiting for the next period
+	 */
+	run(200);
+	CHECK(vf_view().rx_usecs == 30 && pf_view().applied == 30,
+	      "no recovery: VF %u, PF %u", vf_view().rx_usecs,
+	      pf_view().applied);
+}
+
+static void scenario_reset_and_ping(void)
+{
+	start("VF reset, re-apply", 1);
+	run(300);
+	CHECK(pf_host_write(PF_REQ, 50) == 0, "write");
+	run(2100);
+	CHECK(pf_view().applied == 50, "not applied before reset");
+	/* the guest's interface goes down and up: the VF resets */
+	CHECK(vf_probe() == 0, "reset failed");
+	CHECK(!pf_view().capable && pf_view().applied == 0,
+	      "PF keeps state across a VF reset");
+	CHECK(vf_view().rx_usecs == 1, "VF did not start from stock");
+	run(100);
+	CHECK(pf_view().capable && vf_view().rx_usecs == 50 &&
+	      pf_view().applied == 50, "not re-applied at once after up");
+
+	/* the guest overrides with ethtool: reported, and it holds */
+	vf_ethtool(100);
+	run(2100);
+	CHECK(pf_view().applied == 100, "override not reported: %u",
+	      pf_view().applied);
+	CHECK(vf_view().rx_usecs == 100, "host value re-imposed");
+	/* a new host value wins again, right after a ping */
+	CHECK(pf_host_write(PF_REQ, 60) == 0, "write");
+	CHECK(pf_stock_ping() == 0, "ping");
+	vf_service(1);
+	CHECK(vf_view().rx_usecs == 60 && pf_view().applied == 60,
+	      "ping did not trigger a fetch: %u", vf_view().rx_usecs);
+	/* 0 = leave the VF alone */
+	CHECK(pf_host_write(PF_REQ, 0) == 0, "write 0");
+	run(2100);
+	CHECK(vf_view().rx_usecs == 60, "0 changed the VF");
+	CHECK(err_logs == 0, "%u error lines", err_logs);
+}
+
+int main(void)
+{
+	struct vf_view v;
+	int pf;
+
+	for (pf = 0; pf <= 1; pf++) {
+		unsigned int f0 = failures;
+
+		scenario_bringup(pf);
+		v = vf_view();
+		printf("%s PF x %s VF: api %s, features 0x%08x, %s\n",
+		       pf ? "new" : "old", v.new_vf ? "new" : "old",
+		       v.api == API_17 ? "1.7" : v.api == API_14 ? "1.4" : "?",
+		       v.pf_features, failures == f0 ? "ok" : "FAILED");
+	}
+	if (vf_view().new_vf) {
+		scenario_apply_and_bounds();
+		scenario_not_cts();
+		scenario_in_flight();
+		scenario_reset_and_ping();
+	}
+	printf("%u checks, %u failed\n", checks, failures);
+	return failures ? 1 : 0;
+}
