@@ -241,3 +241,39 @@ def test_the_factory_gives_each_vf_its_objective_and_one_shared_memory():
         make_vf_policy("search", PCI, caps, "speed")
     with pytest.raises(PolicyError, match="max_interval_us"):
         factory(PCI, caps, VfGoal("throughput", 5000))
+
+
+def test_an_agents_memory_seeds_another_hosts_agent():
+    import math
+
+    from vftune.agent.loop import Agent, AgentConfig
+    from vftune.agent.policies import pf_controller, vf_policy
+
+    def agent_on(scenario: str) -> Agent:
+        from vftune.sim.host import SimHost
+
+        host = SimHost(scenario, seed=1, speed=math.inf)
+        agent = Agent(host, None, vf_policy("search"), pf_controller("stock"), AgentConfig(interval=0.5))
+        agent.start()
+        return agent
+
+    first = agent_on("paper-3vm")
+    for _ in range(120):  # 60 simulated seconds: every VF searched and holding
+        first.host.sleep(0.5)
+        first.tick()
+    record = first.export_profiles()
+    assert record is not None and record["version"] == 1 and record["host"]
+    second = agent_on("paper-3vm")
+    assert second.import_profiles(json.loads(json.dumps(record))) == len(record["host"]) + sum(
+        len(t) for t in record["vfs"].values())
+    for _ in range(8):  # four seconds: the imported classes are recalled, not searched
+        second.host.sleep(0.5)
+        second.tick()
+    states = [second.vfs[vf.pci].policy_state for vf in second.inventory.vfs() if vf.guest]
+    assert states and all(st["recalls"] >= 1 and st["searches"] == 0 for st in states)
+    with pytest.raises(ValueError, match="version"):
+        second.import_profiles({"version": 9})
+    fixed = Agent(first.host, None, vf_policy("fixed:20000"), pf_controller("stock"))
+    assert fixed.export_profiles() is None
+    with pytest.raises(LookupError):
+        fixed.import_profiles(record)
