@@ -109,8 +109,8 @@ class SearchConfig:
                 f"max_probes must be >= 3 (two interior points and a confirmation), got {self.max_probes!r}")
         if not self.max_interval_us > 0:
             raise ValueError(f"max_interval_us must be > 0, got {self.max_interval_us!r}")
-        if self.cpu_worth is not None and not (math.isfinite(self.cpu_worth) and self.cpu_worth >= 0):
-            raise ValueError(f"cpu_worth must be a finite number >= 0, got {self.cpu_worth!r}")
+        if self.cpu_worth is not None and not self.cpu_worth >= 0:
+            raise ValueError(f"cpu_worth must be a number >= 0 (inf: never more CPU per bit), got {self.cpu_worth!r}")
 
 
 class ItrSearch:

@@ -8,8 +8,9 @@
   into interrupts); otherwise the cheapest measured rate that holds the adaptive ITR's throughput at
   no more CPU per Gb wins, or the adaptive ITR stays.
 - ``efficiency``: CPU per Gb first: the lowest interrupt rate whose throughput is within
-  EFFICIENCY_MARGIN of the best measured, down to a 1 ms coalescing delay; the CPU rule holds
-  with no exception (a costlier rate must pay for itself ten times over).
+  EFFICIENCY_MARGIN of the best measured, down to a 1 ms coalescing delay, and the CPU rule
+  with no exception: never more CPU per Gb than the guest's adaptive ITR (a request/response
+  VF whose best throughput needs more interrupts per byte keeps the adaptive ITR's cost).
 - ``latency``: lowest response time for request/response traffic (whose throughput is requests
   in flight over the response time, so the best throughput is the best response time): no
   plateau discount, and the coalescing delay is bounded by ``max_interval_us`` (default 100 us).
@@ -20,6 +21,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 from enum import StrEnum
 
@@ -28,7 +30,7 @@ from vftune.itr import MAX_RX_USECS
 
 CPU_WORTH = 1.0  # throughput: a gain must be at least the rise in CPU per Gb
 EFFICIENCY_MARGIN = 0.02  # efficiency: throughput within 2% of the best (the noise margin)
-EFFICIENCY_CPU_WORTH = 10.0
+EFFICIENCY_CPU_WORTH = math.inf  # efficiency: never more CPU per Gb than the adaptive ITR
 LATENCY_MAX_INTERVAL_US = 100.0
 
 

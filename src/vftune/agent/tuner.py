@@ -55,7 +55,7 @@ class TunerOptions:
     tolerance: float = 200.0  # accept interval, interrupts/s
     rel_tolerance: float = 0.2  # ... or a bracket within 20% (high/low)
     margin: float = 0.02  # noise margin: smaller differences are re-measured, not followed
-    plateau_margin: float = 0.01  # plateau: lowest rate within 1% of the best
+    plateau_margin: float = 0.005  # plateau: lowest rate within 0.5% of the best (throughput first)
     harm_margin: float = 0.005  # keep the incumbent if the result measures >0.5% worse
     max_repeats: int = 3  # re-measurements per search
     max_probes: int = 15  # measurements per search, the incumbent's included
