@@ -82,6 +82,10 @@ class TunerOptions:
     port_saturation: float = 0.98  # a port loaded to this share of its line rate is saturated ...
     port_memory_s: float = 60.0  # ... and stays so this long after a window found it so
     port_gain: float = 0.01  # a VF taking its share must raise the port's total by this much
+    # Host CPU per forwarded interrupt (VM exit, vfio's handler, injection: a few microseconds
+    # without posted interrupts), added to the guest's CPU when a setting's cost is judged.
+    # An estimate, not a measurement of this host.
+    host_irq_cost_s: float = 2e-6
 
     def __post_init__(self) -> None:
         positive = ("window_s", "tolerance", "warm_span", "restart_s", "handback_windows")
@@ -495,7 +499,7 @@ class SearchTuner(VfPolicy):
             self.active.capped += 1
             self._note(w.end, Cause.PORT, load=w.port_load or 0.0, credited_mbps=round(verdict.credited_bps / 1e6),
                        mbps=round(w.bps / 1e6))
-        search.tell(self.probe_itr, verdict.credited_bps, w.cpu_per_bit)
+        search.tell(self.probe_itr, verdict.credited_bps, w.cpu_per_bit(self.options.host_irq_cost_s))
         return self._next_probe(s)
 
     def _suspend(self) -> None:
@@ -540,7 +544,7 @@ class SearchTuner(VfPolicy):
             low, high, config=self.search_config, incumbent=incumbent,
             incumbent_throughput=incumbent_bps,
             incumbent_cost=baseline.interrupt_rate if same and baseline is not None else None,
-            incumbent_cpu_per_bit=baseline.cpu_per_bit if same and baseline is not None else None,
+            incumbent_cpu_per_bit=baseline.cpu_per_bit(o.host_irq_cost_s) if same and baseline is not None else None,
             cost_margin=verdict.cost_margin if verdict is not None and verdict.saturated else None,
         )
         self.searches += 1

@@ -65,12 +65,13 @@ class Window:
             return None
         return self.interrupts / self.duration
 
-    @property
-    def cpu_per_bit(self) -> float | None:
-        """The guest's CPU seconds per bit delivered: what a setting costs per Gb."""
+    def cpu_per_bit(self, host_irq_cost_s: float = 0.0) -> float | None:
+        """CPU seconds per bit delivered, what a setting costs per Gb: the guest's CPU, plus
+        host_irq_cost_s per interrupt the host forwarded (its exits and injection, which the
+        guest's CPU time does not show; none counted when the host cannot see the interrupts)."""
         if self.cpu_s is None or self.bits <= 0:
             return None
-        return self.cpu_s / self.bits
+        return (self.cpu_s + host_irq_cost_s * (self.interrupts or 0)) / self.bits
 
     @property
     def port_load(self) -> float | None:
