@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from conftest import VFTUNE
 from vftune.cli import cli
@@ -234,3 +236,46 @@ def test_builtin_text_is_what_the_parser_reads() -> None:
 
     text = resources.files("vftune.sim").joinpath("builtin/rr-mix.toml").read_text()
     assert parse(text, "a.toml").build(0) == build("rr-mix", 0)
+
+
+def _value(v: object) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, float):
+        return "nan" if v != v else ("inf" if v == float("inf") else "-inf" if v == float("-inf") else repr(v))
+    if isinstance(v, str):
+        return json.dumps(v)  # a TOML basic string
+    return str(v)
+
+
+def _pairs(table: dict) -> list[str]:
+    return [f"{k} = {_value(v)}" for k, v in table.items() if v is not None]
+
+
+# Any document a user could write is either a scenario or one ScenarioError line: never a traceback.
+_scalars = st.one_of(st.none(), st.booleans(), st.integers(-10, 10**7), st.floats(allow_nan=True),
+                     st.text(max_size=8), st.sampled_from(["tcp", "udp", "rr", "idle", "82599", "pro1000",
+                                                          "stock", "patched", "vm1"]))
+_keys = st.sampled_from(["name", "kind", "at_s", "cores", "ports", "nic", "guest", "port", "vcpus", "in_flight",
+                         "packet_bytes", "offered_bps", "window_bytes", "rtt_us", "sigma", "burst", "cycle_s",
+                         "duration_s", "pps", "counters", "service_us", "bogus"])
+_tables = st.dictionaries(_keys, _scalars, max_size=6)
+
+
+@given(top=st.dictionaries(_keys, _scalars, max_size=5), host=_tables, guests=st.lists(_tables, max_size=2),
+       vfs=st.lists(st.fixed_dictionaries({"phase": st.lists(_tables, max_size=3)}, optional={"guest": _scalars,
+                                                                                            "port": _scalars}),
+                    max_size=3))
+@settings(max_examples=150, deadline=None)
+def test_any_document_is_a_scenario_or_one_error_line(top, host, guests, vfs) -> None:
+    text = "\n".join([*_pairs(top), "[host]", *_pairs(host)]
+                     + [line for g in guests for line in ("[[guest]]", *_pairs(g))]
+                     + [line for vf in vfs for line in ("[[vf]]", *_pairs({k: v for k, v in vf.items() if k != "phase"}),
+                                                         *(x for ph in vf["phase"] for x in ("[[vf.phase]]", *_pairs(ph))))])
+    try:
+        scenario = parse(text, "x.toml")
+    except ScenarioError as exc:
+        assert "\n" not in str(exc) and str(exc).startswith("x.toml")
+        return
+    spec = scenario.build(0)
+    assert spec.name == scenario.name and len(spec.vfs) == len(vfs)

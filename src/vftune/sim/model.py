@@ -8,9 +8,9 @@ source (costs and their split in costs.py):
   the PF's own traffic; each packet carries 18 B of Ethernet header + FCS and 20 B of preamble
   and inter-frame gap on the wire (IEEE 802.3).
 - Interrupt timers (Platform.timer). The 82599's EITR is a throttle: a vector fires at most once
-  per interval I and at once when the interval since its last interrupt has passed (82599
-  datasheet, 7.3.2.1). The Pro/1000's absolute receive delay (RADV, 1.024 us units) fires I after
-  the first unreported packet. Either way events at rate e fire e / (e*I + 1) interrupts/s
+  per interval I, and at once when the interval since its last interrupt has passed (82599
+  datasheet, interrupt moderation). The Pro/1000's absolute receive delay (RADV, 1.024 us
+  units) fires I after the first unreported packet. Either way events at rate e fire e / (e*I + 1) interrupts/s
   (`fired`). A packet waits for its interrupt: for the throttle, only when it lands in the
   blocked part of an interval; for the absolute delay, the packet that starts the timer waits
   all of I (`wait`, mean and p99 for Poisson arrivals).
@@ -35,7 +35,13 @@ source (costs and their split in costs.py):
   ixgbevf, 256 on e1000) takes at most a ring per interval.
 - UDP: arrivals ignore the receiver. Kernel work (and, without NAPI, interrupts) comes first;
   the receiving application gets the rest of the vCPU, and under NAPI at overload ksoftirqd
-  shares the core with it (pfmode.napi_kernel_share).
+  shares the core with it (pfmode.napi_kernel_share). Where the kernel keeps up but the
+  application does not, polls complete, interrupts are not suppressed and their cost starves the
+  application: Salah & Qahtan's cliff. The VF counters count what the kernel took off the ring;
+  the socket drops the rest.
+- Counted bytes are not goodput: each merged GRO packet is ACKed, so fewer packets per poll send
+  more ACKs, whose bytes the VF's tx counters count (VfRates.delivered_bps is what applications
+  get).
 - Request/response: response time = network RTT + service + wire time + CPU time + the
   coalescing wait of the request; throughput = requests in flight / response time (Little's law),
   capped by the vCPU and the link. Mean and p99 of the response time are reported.
