@@ -57,7 +57,7 @@ class RunConfig:
     # What it does.
     policy: str = "search"  # per-VF ITR policy spec (agent/policies.py)
     pf_mode: str = "hybrid"  # per-PF rx mode controller spec
-    interval: float = 1.0  # seconds of host time per tick
+    interval: float = 0.5  # seconds of host time per tick (fresh counters allow windows this short)
     run_for: float | None = None  # wall seconds until a clean stop; None = until a signal
     # Where it keeps and serves what it does.
     db: str = "vftune.db"  # SQLite history file

@@ -44,7 +44,7 @@ log = logging.getLogger("vftune.agent")
 
 @dataclass
 class AgentConfig:
-    interval: float = 1.0  # seconds of host time between ticks
+    interval: float = 0.5  # seconds of host time between ticks (windows of 0.5 s where counters allow)
     retention: float = 24 * 3600.0  # keep raw samples this long
     prune_every: int = 600  # ticks between retention passes
     fit_every: int = 60  # ticks between cost-model fits
