@@ -277,3 +277,14 @@ def test_an_agents_memory_seeds_another_hosts_agent():
     assert fixed.export_profiles() is None
     with pytest.raises(LookupError):
         fixed.import_profiles(record)
+
+
+def test_a_tuner_option_bound_applies_where_the_goal_gives_none():
+    from vftune.agent.tuner import SearchTuner, TunerOptions
+    from vftune.model import Capabilities
+
+    caps = Capabilities(backend="test", vf_itr=True)
+    bounded = SearchTuner(PCI, caps, TunerOptions(max_interval_us=50))
+    assert bounded.state()["max_interval_us"] == 50 and bounded.full_bracket[0] == 20_000
+    ruled = SearchTuner(PCI, caps, TunerOptions(max_interval_us=50), goal=Goal(Objective.LATENCY, 20))
+    assert ruled.state()["max_interval_us"] == 20

@@ -86,12 +86,14 @@ class TunerOptions:
     # without posted interrupts), added to the guest's CPU when a setting's cost is judged.
     # An estimate, not a measurement of this host.
     host_irq_cost_s: float = 2e-6
+    # A bound on the coalescing delay (us) for VFs whose goal gives none (the goal's wins).
+    max_interval_us: float | None = None
 
     def __post_init__(self) -> None:
-        positive = ("window_s", "tolerance", "warm_span", "restart_s", "handback_windows")
+        positive = ("window_s", "tolerance", "warm_span", "restart_s", "handback_windows", "max_interval_us")
         for f in fields(self):
             value = getattr(self, f.name)
-            if isinstance(value, bool):
+            if isinstance(value, bool) or value is None:
                 continue
             if not math.isfinite(value) or value < 0:
                 raise ValueError(f"tuner option {f.name} must be a finite number >= 0, got {value!r}")
@@ -167,8 +169,10 @@ class SearchTuner(VfPolicy):
         self.pci = pci
         self.caps = caps
         self.options = options if isinstance(options, TunerOptions) else TunerOptions.from_mapping(options)
-        self.goal = goal or Goal()
         o = self.options
+        self.goal = goal or Goal()
+        if self.goal.max_interval_us is None and o.max_interval_us is not None:
+            self.goal = Goal(self.goal.objective, o.max_interval_us)
         self.search_config = self.goal.search_config(o.search_config())
         self.full_bracket = bracket_from_capabilities(caps)
         if self.goal.bounds_delay:
