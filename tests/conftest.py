@@ -24,6 +24,15 @@ class RunningAgent:
     db: Path
     log: Path
 
+    @property
+    def token(self) -> str:
+        """The bearer token the agent created beside its history file."""
+        return (self.db.parent / "token").read_text().strip()
+
+    @property
+    def auth(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.token}"}
+
     def stop(self, timeout: float = 30.0) -> int:
         self.proc.send_signal(signal.SIGTERM)
         return self.proc.wait(timeout=timeout)
@@ -44,7 +53,8 @@ def start_agent(tmp_path: Path, *args: str) -> RunningAgent:
     """Start `vftune run` on port 0 and learn the port from its log line."""
     db, log = tmp_path / "vftune.db", tmp_path / "agent.log"
     err = log.open("w")
-    proc = subprocess.Popen([*VFTUNE, "run", *args, "--db", str(db), "--listen", "127.0.0.1:0",
+    listen = [] if "--listen" in args else ["--listen", "127.0.0.1:0"]
+    proc = subprocess.Popen([*VFTUNE, "run", *args, "--db", str(db), *listen,
                              "--log-level", "info"], stderr=err, stdout=subprocess.DEVNULL,
                             env={**os.environ, "PYTHONUNBUFFERED": "1"})
     deadline = time.monotonic() + 60

@@ -21,7 +21,16 @@ def run(*args: str, cwd=None) -> subprocess.CompletedProcess:
     (["--sim", "--listen", "127.0.0.1:70000"], "port 70000 is outside 0..65535"),
     (["--sim", "--policy", "fixed:fast"], "--policy fixed:fast"),
     (["--sim", "--policy", "magic"], "--policy magic: unknown"),
-    (["--sim", "--speed", "0"], "--speed 0.0: must be positive"),
+    (["--sim", "--speed", "0"], "vftune run: Invalid value for '--speed': 0 is out of range: must be > 0"),
+    (["--sim", "--speed", "nan"], "'--speed': nan is not a finite number"),
+    (["--sim", "--speed", "inf"], "'--speed': inf is not a finite number"),
+    (["--sim", "--seed", "-1"], "'--seed': -1 is out of range: must be >= 0"),
+    (["--sim", "--interval", "nan"], "'--interval': nan is not a finite number"),
+    (["--sim", "--interval", "1e-9"], "'--interval': 1e-09 is out of range: must be >= 0.01"),
+    (["--sim", "--retention", "nan"], "'--retention': nan is not a finite number"),
+    (["--sim", "--retention", "-1"], "'--retention': -1 is out of range: must be > 0"),
+    (["--sim", "--max-db-mb", "1e999"], "'--max-db-mb': inf is not a finite number"),
+    (["--sysfs-root", "/nonexistent", "--libvirt-uri", "none"], "--sysfs-root /nonexistent: not a directory"),
 ])
 def test_usage_errors_exit_2_with_one_line(tmp_path, args, needle):
     out = run(*args, "--db", str(tmp_path / "x.db"), "--for", "1")

@@ -98,18 +98,20 @@ DOMAIN_XML = """<domain type='kvm'><name>web-1</name><uuid>8a1c52be-4f0e-4d36-9a
 
 def test_libvirt_hook_tells_the_running_agent(sim_agent):
     sim_agent.wait_ticks(2)
-    out = subprocess.run([*VFTUNE, "hook", "web-1", "started", "begin", "-", "--url", sim_agent.url],
+    out = subprocess.run([*VFTUNE, "hook", "web-1", "started", "begin", "-", "--url", sim_agent.url,
+                          "--token-file", str(sim_agent.db.parent / "token"), "--timeout", "10"],
                          input=DOMAIN_XML, capture_output=True, text=True)
     assert out.returncode == 0 and out.stderr == ""
     events = httpx.get(f"{sim_agent.url}/v1/events").json()
     assert [(e["guest"], e["operation"], e["vfs"]) for e in events] == [("web-1", "started", ["0000:03:10.0"])]
     assert events[0]["uuid"] == "8a1c52be-4f0e-4d36-9a51-7d1c0c0e0001"
-    bad = httpx.post(f"{sim_agent.url}/v1/events", json={"guest": "x", "operation": "exploded"})
+    bad = httpx.post(f"{sim_agent.url}/v1/events", json={"guest": "x", "operation": "exploded"},
+                     headers=sim_agent.auth)
     assert bad.status_code == 422 and "exploded" in bad.json()["error"]
 
 
 def test_libvirt_hook_never_fails_a_guest_start_when_the_agent_is_down():
     out = subprocess.run([*VFTUNE, "hook", "web-1", "started", "begin", "-", "--url", "http://127.0.0.1:9",
-                          "--timeout", "0.5"], input="<not-xml", capture_output=True, text=True)
+                          "--timeout", "10"], input="<not-xml", capture_output=True, text=True)
     assert out.returncode == 0
     assert "malformed domain XML" in out.stderr and "not reached" in out.stderr

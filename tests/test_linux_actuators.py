@@ -62,7 +62,8 @@ def test_vf_itr_refused_where_the_host_cannot_set_it(tmp_path: Path, caplog: pyt
         with caplog.at_level(logging.WARNING, logger="vftune.linux"):
             a = host.set_vf_itr(stock_vf, 20000)
         assert not a.ok and "0000:03:00.1/sriov: absent, enp3s0f1 runs stock ixgbe" in (a.error or "")
-        assert any(stock_vf in r.getMessage() and "failed" in r.getMessage() for r in caplog.records)
+        # The agent logs a refusal once (then backs off); the driver does not log it again.
+        assert not any(stock_vf in r.getMessage() for r in caplog.records)
         unbound = hosttree.vf_bdf(hosttree.PF0[0], 40)
         a = host.set_vf_itr(unbound, 20000)
         assert not a.ok and a.error.endswith("sriov/40/itr_capable is 0: the VF driver has not negotiated per-VF ITR")

@@ -1,27 +1,28 @@
-"""Peer policies: the paper-literal search, net_dim's port, ixgbe's adaptive ITR, registry."""
+"""Peer policies on synthetic inputs: the paper-literal search, net_dim in a guest, bayesopt, registry."""
 
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import pytest
 
 from vftune.agent.itr_search import ItrSearch
 from vftune.agent.policy import FixedItr, Observe
 from vftune.bench import run
-from vftune.bench.peers.ixgbe import IxgbeAdaptive, _RingContainer, ixgbe_update_itr
+from vftune.bench.peers.bayesopt import BayesOptPolicy, BayesSearch, GaussianProcess
 from vftune.bench.peers.net_dim import (
     DIM_GOING_LEFT,
     DIM_GOING_RIGHT,
     DIM_PARKING_ON_TOP,
     DIM_PARKING_TIRED,
     DimStats,
+    GuestNetDim,
     NetDim,
-    NetDimPolicy,
     _significant,
 )
 from vftune.bench.peers.paper import PaperSearch
-from vftune.bench.registry import FACTORIES, ORACLE, POLICIES
+from vftune.bench.registry import GUEST, HOST, ORACLE, POLICIES, host_factory
 from vftune.itr import ITR_MAX_RATE, ITR_MIN_RATE
 from vftune.model import Capabilities, VfSample
 
@@ -104,72 +105,94 @@ def vf_sample(t: float, bps: float, itr: int, interrupts: int | None, fresh: boo
                     None if interrupts is None else float(interrupts), interrupts, itr, None, fresh)
 
 
-def test_net_dim_policy_maps_profiles_and_needs_64_events():
-    pol = NetDimPolicy("0000:03:10.0", CAPS)
-    assert pol.itrs == (ITR_MAX_RATE, 125_000, 15_625, 7_812, 3_906)
-    first = pol.step(vf_sample(1, 1e9, 0, 10))
-    assert first is not None and first.itr == 125_000  # the default profile at open
-    # Fewer than 64 events since the start sample: no decision however the bytes move.
-    assert pol.step(vf_sample(2, 1e9, 125_000, 10)) is None
-    assert pol.step(vf_sample(3, 5e9, 125_000, 10)) is None
-    d = pol.step(vf_sample(4, 5e9, 125_000, 100))
-    assert d is not None and "net_dim: profile" in d.reason
+class Rates(NamedTuple):
+    """What a simulator step shows a guest driver: the VfRates fields DIM reads."""
+
+    rx_pps: float
+    rx_Bps: float
+    tx_pps: float
+    tx_Bps: float
+    interrupts_per_s: float
 
 
-def test_net_dim_policy_ignores_stale_counter_samples():
-    pol = NetDimPolicy("0000:03:10.0", CAPS)
-    pol.step(vf_sample(1, 1e9, 0, 1000))
-    assert pol.step(vf_sample(2, 0.0, 125_000, 1000, fresh=False)) is None
-    assert pol.dim.start_sample.time_us == 0  # the stale sample did not start a measurement
-    assert pol.step(vf_sample(3, 2e9, 125_000, 1000)) is None
-    assert pol.dim.start_sample.time_us == 3_000_000
+def bulk_at(itr: int) -> Rates:
+    """A synthetic bulk receiver whose throughput peaks at 62,500 interrupts/s (profile 2)."""
+    gbps = 9.0 * math.exp(-(math.log(itr / 62_500) ** 2) / 2.0)
+    return Rates(gbps * 1e9 / 8 / 1500, gbps * 1e9 / 8, 0.0, 0.0, min(itr, gbps * 1e9 / 8 / 1500))
 
 
-# ---- ixgbe ------------------------------------------------------------------------------
+def test_guest_net_dim_maps_the_ice_and_cqe_tables_to_82599_rates():
+    ice, cqe = GuestNetDim("ice"), GuestNetDim("cqe")
+    assert ice.rates == (ITR_MAX_RATE, 125_000, 62_500, 16_129, 7_936)
+    assert cqe.rates == (ITR_MAX_RATE, 125_000, 62_500, 31_250, 15_625)
+    assert ice.itr == 122_070  # profile 1 at open: 8 us, four 2.048-us steps
+    with pytest.raises(ValueError, match="eqe"):
+        GuestNetDim("eqe")
 
 
-def test_ixgbe_update_itr_branches():
-    ring = _RingContainer(0)
-    q_itr = 50 << 2
-    ixgbe_update_itr(ring, q_itr, 0, 0, stale=False)
-    assert ring.itr == 52  # no packets: +2 us
-    ixgbe_update_itr(ring, q_itr, 20, 30_000, stale=False)
-    assert ring.itr == 52  # 4..47 packets: +2 us
-    ixgbe_update_itr(ring, q_itr, 60, 90_000, stale=False)
-    assert ring.itr == 50  # 48..95: hold
-    ixgbe_update_itr(ring, q_itr, 120, 180_000, stale=False)
-    assert ring.itr == 25  # 96..255: halve
-    ixgbe_update_itr(ring, q_itr, 300, 300 * 1500, stale=False)
-    assert ring.itr == 118  # bulk, 1500-byte frames: (1500*5 + 22420) rounded up to 512s, x2 us
-    ixgbe_update_itr(ring, q_itr, 2, 120, stale=False)
-    assert ring.itr == 0x80 + 10  # latency mode, <= 60-byte frames: 5120 >> 1 -> 10 us
-    ixgbe_update_itr(ring, q_itr, 2, 128, stale=False)
-    assert ring.itr == 0x80 + 12  # 64-byte frames: (64*40 + 2720) >> 1 -> 12 us
-    ixgbe_update_itr(ring, q_itr, 300, 300 * 1500, stale=True)
-    assert ring.itr == 0x80 + 10  # no update within a jiffy
+def test_guest_net_dim_needs_64_events_per_decision():
+    dim = GuestNetDim("ice")
+    quiet = Rates(100.0, 1e5, 0.0, 0.0, 100.0)  # 100 interrupts/s: 64 events take 0.64 s
+    for _ in range(6):
+        dim.observe(quiet, 0.1)
+    assert dim.decisions == 0
+    dim.observe(quiet, 0.1)
+    assert dim.decisions == 1
 
 
-def test_ixgbe_adaptive_settles_to_latency_at_low_rate_and_moderates_bulk():
-    light = IxgbeAdaptive("0000:03:10.0", CAPS)
-    light._replay(1_000, 60_000, 0, 0)
-    assert light.usecs == 10 and light.itr == 100_000
-    bulk = IxgbeAdaptive("0000:03:10.0", CAPS)
-    bulk._replay(800_000, 800_000 * 1500, 0, 0)
-    assert 20 <= bulk.usecs <= 126 and bulk.itr < 50_000
-    d = bulk.step(vf_sample(1, 800_000 * 1500 * 8, 0, 10_000))
-    assert d is not None and d.itr == int(1e6 / bulk.usecs) and "pkts/irq" in d.reason
+def test_guest_net_dim_climbs_to_the_best_profile_and_parks_there():
+    dim = GuestNetDim("ice")
+    seen = []
+    for _ in range(40):  # 4 s of 0.1-s steps, each at the rates its profile gives
+        dim.observe(bulk_at(dim.itr), 0.1)
+        seen.append(dim.itr)
+    assert dim.rates[dim.dim.profile_ix] == 62_500
+    assert dim.dim.tune_state in (DIM_PARKING_ON_TOP, DIM_PARKING_TIRED)
+    assert len(set(seen[-10:])) == 1  # parked: no more changes at a steady load
+
+
+def test_gaussian_process_interpolates_and_is_unsure_far_from_data():
+    gp = GaussianProcess([0.0, 1.0, 2.0, 3.0], [0.2, 0.8, 1.0, 0.6])
+    mu, sd = gp.predict([2.0, 10.0])
+    assert abs(mu[0] - 1.0) < 0.05 and sd[0] < sd[1]
+
+
+def test_bayes_search_finds_the_peak_in_a_few_probes():
+    search = BayesSearch(ITR_MIN_RATE, ITR_MAX_RATE, incumbent=12_000)
+    drive(search, peak)
+    assert search.probes <= 10
+    assert peak(search.best) >= 0.97  # within 3% of the peak at 48,000/s
+
+
+def test_bayesopt_policy_probes_on_fresh_windows_then_holds_and_restarts_on_a_load_change():
+    pol = BayesOptPolicy("0000:03:10.0", CAPS)
+    itr, t, changes = 12_000, 0.0, []
+
+    def load(itr: int, t: float) -> float:
+        return 9e9 * peak(itr) * (0.5 if t > 200 else 1.0)
+
+    while t < 400:
+        t += 1.0
+        d = pol.step(vf_sample(t, load(itr, t), itr, int(itr)))
+        if d is not None:
+            itr = d.itr
+            changes.append((t, d.reason))
+    holds = [c for c in changes if "holds" in c[1]]
+    assert holds and holds[0][0] < 60  # a few 2-s windows per probe
+    assert pol.searches >= 2 and any(200 < c[0] < 215 for c in changes)  # the drop restarted it
 
 
 # ---- registry -------------------------------------------------------------------------
 
 
 def test_registry_builds_every_policy_and_names_unknown_ones():
-    assert (*FACTORIES, ORACLE) == POLICIES
-    for factory in FACTORIES.values():
-        pol = factory("0000:03:10.0", CAPS)
-        assert hasattr(pol, "step")
-    assert isinstance(FACTORIES["default"]("x", CAPS), Observe)
-    fixed = FACTORIES["fixed-8000"]("x", CAPS)
+    assert set(HOST) | set(GUEST) | {ORACLE} == set(POLICIES) and POLICIES[-1] == ORACLE
+    assert "ixgbe" not in POLICIES  # the PF's algorithm: no VF runs it
+    for name in HOST:
+        assert hasattr(host_factory(name)("0000:03:10.0", CAPS), "step")
+    for name in GUEST:  # guest-run: the host agent only observes
+        assert isinstance(host_factory(name)("x", CAPS), Observe)
+    fixed = host_factory("fixed-8000")("x", CAPS)
     assert isinstance(fixed, FixedItr) and fixed.itr == 8000
     with pytest.raises(ValueError, match="unknown policy 'dim'"):
         run(["paper-1vm"], ["dim"])

@@ -63,14 +63,18 @@ def test_tick_history_and_decisions_round_trip(tmp_path):
     assert decisions[0]["old"] == "0" and decisions[0]["applied"] == "20000"
 
 
-def test_prune_drops_old_samples_but_keeps_decisions(tmp_path):
+def test_prune_rolls_old_samples_up_to_minutes_and_keeps_decisions(tmp_path):
     store = Store(tmp_path / "h.db")
-    for t in range(10):
-        store.record_tick(float(t), [_sample("0000:03:10.0", t)], [],
-                          [Decision(t, "0000:03:10.0", "itr", 0, 1, 1, True, "r")])
-    assert store.prune(5.0) == 5
-    assert store.count("samples") == 5
-    assert store.count("decisions") == 10
+    for t in range(600):
+        store.record_tick(float(t), [_sample("0000:03:10.0", t, rx_bps=1e9 + (t % 60))], [],
+                          [Decision(t, "0000:03:10.0", "itr", 0, 1, 1, True, "r")] if t % 100 == 0 else [])
+    assert store.prune(330.0) == 300  # whole minutes only: 0..299 s
+    assert store.count("samples") == 300 and store.count("samples_1m") == 5
+    assert store.count("decisions") == 6
+    # A window reaching past the raw rows continues with the minute rows, oldest first.
+    rows = store.samples("0000:03:10.0", 0, 1e9, 1000)
+    assert [r["t"] for r in rows[:6]] == [60.0, 120.0, 180.0, 240.0, 300.0, 300.0]
+    assert rows[0]["dt"] == 60.0 and rows[0]["rx_bps"] == pytest.approx(1e9 + 29.5)
 
 
 @pytest.mark.parametrize("make_path, message", [
@@ -89,3 +93,45 @@ def test_db_that_sqlite_cannot_create_is_a_store_error(tmp_path):
     target.mkdir()  # a directory where the file should be: sqlite cannot open it
     with pytest.raises(StoreError, match=str(target)):
         Store(target)
+
+
+def test_a_full_disk_stops_recording_not_the_agent_and_says_why(tmp_path, caplog):
+    """SQLite's max_page_count makes the file 'full' as a full filesystem would (SQLITE_FULL)."""
+    store = Store(tmp_path / "h.db")
+    store.record_tick(1.0, [_sample("0000:03:10.0", 1.0)], [], [])
+    pages = store._db.execute("PRAGMA page_count").fetchone()[0]
+    store._db.execute(f"PRAGMA max_page_count = {pages}")
+    big = [_sample(f"0000:03:{n // 8:02x}.{n % 8}", 2.0) for n in range(2000)]
+    store.record_tick(2.0, big, [], [])  # does not raise
+    assert store.degraded is not None and "full" in store.degraded
+    store.record_tick(3.0, big, [], [])  # within the retry minute: not even tried
+    assert [r["t"] for r in store.samples("0000:03:10.0", 0, 10, 10)] == [1.0], "what was recorded stays readable"
+    assert sum("history not recorded" in r.getMessage() for r in caplog.records) == 1, "said once, not per tick"
+    store._db.execute("PRAGMA max_page_count = 1000000")
+    store._retry_at = 0.0  # the minute has passed
+    store.record_tick(4.0, [_sample("0000:03:10.0", 4.0)], [], [])
+    assert store.degraded is None
+
+
+def test_retention_covers_events_and_decisions_and_the_size_cap_drops_oldest_first(tmp_path):
+    from vftune.store.db import Retention
+
+    store = Store(tmp_path / "h.db", Retention(raw_s=600, rollup_s=3600, batch_rows=100, budget_s=5.0))
+    for t in range(0, 7200, 10):
+        store.record_tick(float(t), [_sample("0000:03:10.0", t)], [],
+                          [Decision(t, "0000:03:10.0", "itr", 0, 1, 1, True, "r")])
+        store.record_guest_event(float(t), "vm1", None, "started", [], "test")
+    store.maintain(7200.0)
+    assert store.count("decisions") == store.count("guest_events") == 360  # the last hour
+    assert min(r["t"] for r in store.samples("0000:03:10.0", 0, 1e9, 1000)) >= 3600
+    raw = store.samples("0000:03:10.0", 6601, 1e9, 1000)
+    assert all(r["dt"] == 1.0 for r in raw), "the raw window keeps raw rows"
+    before = store.live_bytes()
+    cap = before - 16 * 1024
+    capped = Store(tmp_path / "h.db", Retention(raw_s=1e9, rollup_s=1e9, max_bytes=cap, batch_rows=20, budget_s=5.0))
+    capped.maintain(7200.0)
+    assert capped.live_bytes() <= cap
+    # The oldest rows went, whichever table they were in; the newest stayed.
+    assert capped.count("decisions") + capped.count("guest_events") + capped.count("samples_1m") < 360 + 360 + 50
+    assert max(r["t"] for r in capped.samples("0000:03:10.0", 0, 1e9, 1000)) == 7190
+    assert max(d["t"] for d in capped.decisions(None, 0, 1e9, 1000)) == 7190

@@ -7,12 +7,28 @@ with the values before anything is created, one line per problem, naming the opt
 
 from __future__ import annotations
 
+import math
+import os
 import socket
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+
+from vftune import paths
 
 DEFAULT_LISTEN = "127.0.0.1:8740"
 DEFAULT_SCENARIO = "mixed-host"
 LOG_LEVELS = ("debug", "info", "warning", "error")
+
+# Numeric options: field -> (option, low, high, low excluded). The CLI's types and validate()
+# both use these, so a config file gets the same one-line answers as a flag.
+LIMITS: dict[str, tuple[str, float, float, bool]] = {
+    "speed": ("--speed", 0.0, 10_000.0, True),
+    "seed": ("--seed", 0, 2**32 - 1, False),
+    "interval": ("--interval", 0.01, 3600.0, False),
+    "run_for": ("--for", 0.0, 10 * 365 * 86400.0, True),
+    "retention_h": ("--retention", 0.0, 24 * 365.0, True),
+    "rollup_days": ("--rollup-days", 0.0, 3650.0, False),
+    "max_db_mb": ("--max-db-mb", 16.0, 10_000_000.0, False),
+}
 
 
 @dataclass(frozen=True)
@@ -60,9 +76,12 @@ class RunConfig:
     interval: float = 0.5  # seconds of host time per tick (fresh counters allow windows this short)
     run_for: float | None = None  # wall seconds until a clean stop; None = until a signal
     # Where it keeps and serves what it does.
-    db: str = "vftune.db"  # SQLite history file
-    retention_h: float = 24.0  # hours of samples to keep
+    db: str = field(default_factory=paths.default_db)  # SQLite history file (and write journal)
+    retention_h: float = 24.0  # hours of raw per-tick samples to keep
+    rollup_days: float = 30.0  # days of 1-minute samples, events and decisions to keep
+    max_db_mb: float = 2048.0  # history file cap; the oldest rows go first beyond it
     listen: str = DEFAULT_LISTEN  # API address HOST:PORT
+    token_file: str | None = None  # default: `token` beside the history file
     log_level: str = "info"
 
     @property
@@ -77,14 +96,27 @@ class RunConfig:
     def address(self) -> Listen:
         return parse_listen(self.listen)
 
+    @property
+    def token_path(self) -> str:
+        return str(paths.token_path(self.db, self.token_file))
+
     def validate(self, scenarios: tuple[str, ...] | list[str]) -> None:
         """Raise ValueError naming the first option whose value cannot work."""
         self.address()
         if self.sim is not None and self.sim not in scenarios:
             raise ValueError(f"--sim {self.sim!r}: unknown scenario; `vftune sim list` shows the "
                              f"{len(scenarios)} there are")
-        for option, value in (("--speed", self.speed), ("--interval", self.interval), ("--for", self.run_for)):
-            if value is not None and not value > 0:
-                raise ValueError(f"{option} {value}: must be positive")
+        for name, (option, low, high, low_open) in LIMITS.items():
+            value = getattr(self, name)
+            if value is None:
+                continue
+            if not math.isfinite(value):
+                raise ValueError(f"{option} {value}: not a finite number")
+            if (value <= low if low_open else value < low) or value > high:
+                raise ValueError(f"{option} {value:g}: must be {'>' if low_open else '>='} {low:g} and <= {high:g}")
+        if self.sim is None:
+            for option, root in (("--sysfs-root", self.sysfs_root), ("--procfs-root", self.procfs_root)):
+                if not os.path.isdir(root):
+                    raise ValueError(f"{option} {root}: not a directory")
         if self.log_level not in LOG_LEVELS:
             raise ValueError(f"--log-level {self.log_level!r}: choose from {', '.join(LOG_LEVELS)}")

@@ -116,6 +116,7 @@ class Capabilities:
     napi_budget: bool = False
     counter_refresh_s: float = 2.0  # how old a VF counter may be
     missing: tuple[str, ...] = ()  # why a capability is absent, one line each
+    vf_itr_unsupported_pfs: tuple[str, ...] = ()  # PFs whose VFs' ITR cannot be set (stock driver)
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from vftune.agent.backoff import WriteBackoff
 from vftune.agent.costmodel import cliff_inputs
 from vftune.agent.costs import CostTracker
 from vftune.agent.hybrid import cliff_rate
@@ -42,11 +43,13 @@ from vftune.store.db import Store
 log = logging.getLogger("vftune.agent")
 
 
+MAX_FAILED_TICKS = 30
+
+
 @dataclass
 class AgentConfig:
     interval: float = 0.5  # seconds of host time between ticks (windows of 0.5 s where counters allow)
-    retention: float = 24 * 3600.0  # keep raw samples this long
-    prune_every: int = 600  # ticks between retention passes
+    maintain_every: int = 10  # ticks between retention passes (each a few small batches)
     fit_every: int = 60  # ticks between cost-model fits
     inventory_every: int = 60  # ticks between inventory re-reads (events trigger one sooner)
 
@@ -109,6 +112,8 @@ class Agent:
         self.costs = CostTracker()
         self._refresh_reason: str | None = None
         self._guest_of: dict[str, str] = {}
+        self.backoff = WriteBackoff()
+        self.heartbeat: Callable[[], None] = lambda: None  # called after every good tick (watchdog)
         # Only a flag is set on the notifying thread; the tick does the re-read.
         host.add_inventory_listener(lambda: self.request_refresh("host reported a guest or VF change"))
 
@@ -190,6 +195,7 @@ class Agent:
         inv = self.host.inventory()
         t = self.wall(self.host.now())
         handed_back: list[str] = []
+        fresh: list[str] = []
         with self.lock:
             before = {vf.pci: vf.guest for vf in self.inventory.vfs()}
             self.inventory = inv
@@ -201,6 +207,7 @@ class Agent:
                         handed_back.append(vf.pci)
                     policy = self._vf_policy_factory(vf.pci, self.caps)
                     self._policies[vf.pci] = policy
+                    fresh.append(vf.pci)
                     self.vfs[vf.pci] = VfState(policy=policy.name, itr=self.vfs[vf.pci].itr if changed else 0)
             for pf in inv.pfs:
                 if pf.name not in self._controllers:
@@ -214,7 +221,17 @@ class Agent:
         decisions = []
         for pci in handed_back:
             owner = _owner(before[pci]) or "no guest"
-            decisions.append(self._apply_itr(pci, ItrDecision(0, f"owner changed (was {owner}): back to adaptive"), t))
+            handed = self._apply_itr(pci, ItrDecision(0, f"owner changed (was {owner}): back to adaptive"), t)
+            if handed is not None:
+                decisions.append(handed)
+        # A fixed or pinned ITR needs no counters: set it now, so it holds (and is journaled) from
+        # the first tick even on a VF whose counters cannot be read.
+        for pci in fresh:
+            first = self._policies[pci].initial()
+            if first is not None and pci not in handed_back:  # a handed-back VF gets it at its next sample
+                initial = self._apply_itr(pci, first, t)
+                if initial is not None:
+                    decisions.append(initial)
         if self.store is not None:
             self.store.record_inventory(inv, t)
         return decisions
@@ -238,7 +255,9 @@ class Agent:
         for s in vf_samples:
             decision = self._policies[s.pci].step(s)
             if decision is not None:
-                decisions.append(self._apply_itr(s.pci, decision, now))
+                applied_itr = self._apply_itr(s.pci, decision, now)
+                if applied_itr is not None:
+                    decisions.append(applied_itr)
         for p in pf_samples:
             ctl = self._controllers.get(p.pf)
             if ctl is None:
@@ -263,8 +282,8 @@ class Agent:
             self._refit_costs(pf_samples, now)
         if self.store is not None:
             self.store.record_tick(now, vf_samples, pf_samples, decisions)
-            if self.ticks % self.config.prune_every == 0:
-                self.store.prune(now - self.config.retention)
+            if self.ticks % self.config.maintain_every == 0:
+                self.store.maintain(now)
 
     def _refit_costs(self, pf_samples: list[PfSample], t: float) -> None:
         fit = self.costs.refit()
@@ -285,17 +304,30 @@ class Agent:
                 continue
             ctl.set_cliff(cliff_rate(r, mu), "cost model")
 
-    def _apply_itr(self, pci: str, decision: ItrDecision, t: float) -> Decision:
+    def _supports_itr(self, pci: str) -> bool:
+        if not self.caps.vf_itr:
+            return False
+        vf = self.inventory.vf(pci) if self.caps.vf_itr_unsupported_pfs else None
+        return vf is None or vf.pf not in self.caps.vf_itr_unsupported_pfs
+
+    def _apply_itr(self, pci: str, decision: ItrDecision, t: float) -> Decision | None:
+        if not self._supports_itr(pci) or not self.backoff.may_try(pci, "itr", t):
+            return None  # unsupported here, or failing and not due for a retry
         applied = self._call(lambda: self.host.set_vf_itr(pci, decision.itr), pci, "itr", decision.itr)
         st = self.vfs[pci]
         if applied.ok:
             st.itr = int(applied.applied or 0)
         st.last_decision = decision.reason
-        self._log_applied(applied, decision.reason)
+        if not self._report(applied, decision.reason, t):
+            return None
         return Decision(t, pci, "itr", applied.old, decision.itr, applied.applied, applied.ok,
                         decision.reason, applied.error, decision.cause)
 
     def _apply_mode(self, pf: str, decision: ModeDecision, t: float) -> list[Decision]:
+        # Modes are per PF on a mixed host (the host-wide capabilities keep only what all PFs
+        # can): the driver refuses what its PF cannot do, once, and the retries back off.
+        if not self.backoff.may_try(pf, "rx_mode", t):
+            return []
         applied = self._call(
             lambda: self.host.set_pf_rx_mode(pf, decision.mode, decision.napi_budget,
                                              decision.cliff_pps, decision.epsilon),
@@ -306,9 +338,25 @@ class Agent:
             st.mode = str(applied.applied)
             st.napi_budget = decision.napi_budget
         st.last_decision = decision.reason
-        self._log_applied(applied, decision.reason)
+        if not self._report(applied, decision.reason, t):
+            return []
         return [Decision(t, pf, "rx_mode", applied.old, decision.mode, applied.applied, applied.ok,
                          decision.reason, applied.error)]
+
+    def _report(self, a: Applied, reason: str, t: float) -> bool:
+        """Log a write and say whether it gets a decision row: every success, but a failure only
+        when it is news (the first of a run of failures, or a new error); retries back off."""
+        if a.ok:
+            if self.backoff.succeeded(a.target, a.setting):
+                log.info("%s %s: writes work again", a.target, a.setting)
+            self._log_applied(a, reason)
+            return True
+        news = self.backoff.failed(a.target, a.setting, t, a.error)
+        if news:
+            self._log_applied(a, reason)
+        else:
+            log.debug("%s %s: still failing: %s", a.target, a.setting, a.error)
+        return news
 
     @staticmethod
     def _call(write: Callable[[], Applied], target: str, setting: str, requested: SettingValue) -> Applied:
@@ -326,16 +374,48 @@ class Agent:
 
     # -- lifecycle ----------------------------------------------------------
 
+    def recover(self) -> list[Applied]:
+        """Before anything else: put back what an unfinished run left in the write journal,
+        say so at WARNING and record it."""
+        unfinished = self.store.unfinished_runs() if self.store is not None else []
+        restored = self.host.restore()
+        if not unfinished and not restored:
+            return restored
+        runs = ", ".join(f"run {r} (started {time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(t))})"
+                         for r, t in unfinished) or "a run with no record"
+        failed = [a for a in restored if not a.ok]
+        log.warning("%s did not stop cleanly; restored %d setting(s) it left%s", runs,
+                    len(restored) - len(failed), f", {len(failed)} could not be restored" if failed else "")
+        t = self.wall(self.host.now())
+        reason = f"restore after unclean stop ({runs})"
+        for a in restored:
+            self._log_applied(a, reason)
+        if self.store is not None:
+            self.store.record_decisions(
+                [Decision(t, a.target, a.setting, a.old, a.requested, a.applied, a.ok, reason, a.error)
+                 for a in restored])
+            for run_id, _ in unfinished:
+                self.store.stop_run(run_id, t, f"unclean; {len(restored) - len(failed)} restored at next start")
+        return restored
+
     def start(self, detail: str = "") -> None:
         self.detail = detail
-        self.refresh_inventory()
+        self.recover()
+        first = self.refresh_inventory()
         if self.store is not None:
             self._run_id = self.store.start_run(self.wall(self.host.now()), self.host.name, detail)
+            self.store.record_decisions(first)
         # First snapshot only primes the rate deriver.
         self.tick()
 
     def run(self, stop: threading.Event) -> None:
-        """Tick until `stop` is set; the caller then calls shutdown()."""
+        """Tick until `stop` is set; the caller then calls shutdown().
+
+        A tick that fails is skipped and the loop goes on: host sources report their own
+        problems as snapshot errors, so what reaches here is a host condition we did not foresee
+        or a bug. Only MAX_FAILED_TICKS failures in a row end the loop (and then, under
+        systemd, the unpetted watchdog or the exit gets the service restarted)."""
+        failed_in_a_row = 0
         while not stop.is_set():
             self.host.sleep(self.config.interval)
             if stop.is_set():
@@ -344,6 +424,16 @@ class Agent:
                 self.tick()
             except HostError as exc:
                 log.warning("tick skipped: %s", exc)
+                failed_in_a_row += 1
+            except Exception:
+                failed_in_a_row += 1
+                if failed_in_a_row >= MAX_FAILED_TICKS:
+                    raise
+                if failed_in_a_row == 1:
+                    log.exception("tick failed; skipped (the loop stops after %d in a row)", MAX_FAILED_TICKS)
+            else:
+                failed_in_a_row = 0
+                self.heartbeat()
 
     def shutdown(self) -> list[Applied]:
         """Undo every write and record it: nothing is left on a port that is not accounted for."""
@@ -362,5 +452,5 @@ class Agent:
         if self.store is not None:
             self.store.record_decisions(decisions)
             if self._run_id is not None:
-                self.store.stop_run(self._run_id, t)
+                self.store.stop_run(self._run_id, t, "clean")
         return restored

@@ -25,6 +25,11 @@ class VfPolicy(Protocol):
         """What the API shows of the policy's progress (JSON-able); {} when there is nothing."""
         return {}
 
+    def initial(self) -> ItrDecision | None:
+        """A setting to apply as soon as the VF is found, before any sample (a fixed or pinned ITR
+        needs no counters). Default: none."""
+        return None
+
 
 class PfController(Protocol):
     """Decides one PF's rx mode. Subclass it explicitly to inherit the defaults."""
@@ -81,6 +86,9 @@ class FixedItr(VfPolicy):
         if sample.itr != quantize_itr(self.itr):
             return ItrDecision(self.itr, f"fixed policy: {self.itr}/s")
         return None
+
+    def initial(self) -> ItrDecision | None:
+        return ItrDecision(self.itr, f"fixed policy: {self.itr}/s, set when the VF was found")
 
 
 class Observe(VfPolicy):

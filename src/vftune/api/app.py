@@ -1,55 +1,176 @@
 """The REST API for orchestrators and the CLI: current state from the agent, history from the store.
 
 create_app wires the routers (routers/) to one agent and one store and turns every error into
-a JSON body with one line naming the problem.
+a JSON body with one line naming the problem, never echoing raw input and never a 500 for
+anything a client sent. Writes need the bearer token (api/auth.py); a body over BODY_LIMIT is
+a 413 before it is read whole.
 """
 
 from __future__ import annotations
+
+import logging
+from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from prometheus_client import CollectorRegistry
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from vftune import __version__
+from vftune.api import auth
 from vftune.api.deps import AgentHandle, BadParameter
 from vftune.api.metrics import AgentCollector
-from vftune.api.routers import events, history, state
+from vftune.api.routers import events, history, profiles, state
 from vftune.store.db import Store
+
+log = logging.getLogger("vftune.api")
+BODY_LIMIT = 64 * 1024  # bytes; a guest event is a few hundred
+
+
+def _json_error(status: int, message: str, headers: dict[str, str] | None = None, **extra: Any) -> JSONResponse:
+    return JSONResponse({"error": message, **extra}, status_code=status, headers=headers)
 
 
 async def _bad_parameter(_: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, BadParameter)
-    return JSONResponse({"error": exc.message}, status_code=422)
+    return _json_error(422, exc.message)
+
+
+def _where(loc: Any) -> str:
+    parts = [str(p) for p in (loc or ()) if p not in ("query", "path", "body")]
+    return ".".join(parts) or "body"
 
 
 async def _invalid(_: Request, exc: Exception) -> JSONResponse:
+    """Name the field and the problem; the value is not echoed (it may be megabytes, or bytes
+    that are not text at all)."""
     assert isinstance(exc, RequestValidationError)
-    first = exc.errors()[0] if exc.errors() else {}
-    where = ".".join(str(p) for p in first.get("loc", ()) if p not in ("query", "path"))
-    message = f"{where}={first.get('input')!r}: {first.get('msg', 'invalid')}"
-    return JSONResponse({"error": message, "detail": exc.errors()}, status_code=422)
+    errors = exc.errors()
+    detail = [{"loc": [str(p) for p in e.get("loc", ())], "msg": str(e.get("msg", "invalid")),
+               "type": str(e.get("type", ""))} for e in errors[:20]]
+    first = detail[0] if detail else {"loc": [], "msg": "invalid request"}
+    shown = _shown(errors[0].get("input")) if errors else ""
+    return _json_error(422, f"{_where(first['loc'])}{shown}: {first['msg']}", detail=detail)
 
 
-async def _http_error(_: Request, exc: Exception) -> JSONResponse:
+def _shown(value: Any) -> str:
+    """A short scalar the client sent, quoted back escaped (ascii: no control characters, no
+    surrogates); anything long or structured is only named."""
+    if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+        return ""
+    text = value if isinstance(value, str) else repr(value)
+    return f"={ascii(text)}" if len(text) <= 40 else ""
+
+
+async def _http_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, StarletteHTTPException)
-    return JSONResponse({"error": str(exc.detail)}, status_code=exc.status_code)
+    # Keeps Allow on a 405 and WWW-Authenticate on a 401.
+    headers = dict(exc.headers or {})
+    if exc.status_code == 405:
+        headers["Allow"] = ", ".join(_allowed(request))
+    return _json_error(exc.status_code, str(exc.detail), headers=headers)
 
 
-def create_app(agent: AgentHandle, store: Store | None) -> FastAPI:
+def _allowed(request: Request) -> list[str]:
+    """Every method any route of this path takes (Starlette names only the first route's)."""
+    methods: set[str] = set()
+
+    def walk(routes: list[Any], prefix: str = "") -> None:
+        for route in routes:
+            inner = getattr(route, "original_router", None) or route  # FastAPI's included routers
+            nested = getattr(inner, "routes", None)
+            if nested is not None and not hasattr(route, "path_regex"):
+                walk(list(nested), prefix + getattr(route, "prefix", ""))
+                continue
+            regex = getattr(route, "path_regex", None)
+            if regex is not None and regex.match(request.url.path[len(prefix):] if prefix else request.url.path):
+                methods.update(getattr(route, "methods", None) or ())
+
+    walk(list(request.app.routes))
+    return sorted(methods)
+
+
+async def _unexpected(_: Request, exc: Exception) -> JSONResponse:
+    log.error("API request failed: %s: %s", type(exc).__name__, exc)
+    return _json_error(500, "internal error; the agent's log has the details")
+
+
+class BodyTooLarge(Exception):
+    pass
+
+
+class BodyLimit:
+    """413 for a request body over `limit` bytes: at once from Content-Length, or as soon as a
+    chunked body passes it, so a large upload is never held in memory."""
+
+    def __init__(self, app: ASGIApp, limit: int = BODY_LIMIT) -> None:
+        self.app = app
+        self.limit = limit
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        declared = dict(scope.get("headers") or ()).get(b"content-length")
+        too_big = _json_error(413, f"request body over {self.limit} bytes")
+        if declared is not None:
+            try:
+                if int(declared) > self.limit:
+                    await too_big(scope, receive, send)
+                    return
+            except ValueError:
+                await _json_error(400, "Content-Length is not a number")(scope, receive, send)
+                return
+        seen = 0
+        started = False
+
+        async def counted() -> Message:
+            nonlocal seen
+            message = await receive()
+            if message["type"] == "http.request":
+                seen += len(message.get("body", b""))
+                if seen > self.limit:
+                    raise BodyTooLarge
+            return message
+
+        async def tracked(message: Message) -> None:
+            nonlocal started
+            if message["type"] == "http.response.start":
+                started = True
+            await send(message)
+
+        try:
+            await self.app(scope, counted, tracked)
+        except BodyTooLarge:
+            if not started:
+                await too_big(scope, receive, send)
+
+
+def create_app(agent: AgentHandle, store: Store | None, token: str | None = None,
+               token_for_reads: bool = False) -> FastAPI:
+    """token: the bearer every write needs (None: writes are refused, there is no way to
+    authenticate); token_for_reads: every endpoint needs it (a --listen beyond loopback)."""
     app = FastAPI(
         title="vftune",
         version=__version__,
-        description="Interrupt moderation tuning for SR-IOV VFs passed through to KVM guests.",
+        description="Interrupt moderation tuning for SR-IOV VFs passed through to KVM guests. "
+                    "Writes need `Authorization: Bearer <token>` (the `token` file in the agent's state "
+                    "directory); times are Unix seconds or ISO 8601 with a zone.",
     )
     app.state.agent = agent
     app.state.store = store
+    app.state.token = token
     app.state.registry = CollectorRegistry()
     app.state.registry.register(AgentCollector(agent.view))
     app.add_exception_handler(BadParameter, _bad_parameter)
     app.add_exception_handler(RequestValidationError, _invalid)
     app.add_exception_handler(StarletteHTTPException, _http_error)
-    for router in (state.router, history.router, events.router):
+    app.add_exception_handler(Exception, _unexpected)
+    for router in (state.router, history.router, events.router, profiles.make_router(auth.require_token)):
         app.include_router(router)
+    if token_for_reads:
+        app.add_middleware(auth.TokenForEverything, token=token)
+    app.add_middleware(BodyLimit)
     return app

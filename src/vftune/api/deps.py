@@ -6,17 +6,24 @@ clock, and a refresh request. It never imports vftune.agent.
 
 from __future__ import annotations
 
+import json
+import math
+import threading
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Protocol
+from typing import Any, Protocol
 
-from fastapi import Query, Request
+from fastapi import Query, Request, Response
 
 from vftune.model import AgentView
 from vftune.store.db import Store
 
 PCI_ADDRESS = r"^[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]$"
 HISTORY_DEFAULT_S = 3600.0
+MAX_PAGE = 1000  # rows per history page: a page never holds the store long or the memory much
+TIME_MAX = 253402300799.0  # 9999-12-31T23:59:59Z; anything beyond is a typo or an attack
+TIME_FORMAT = "Unix seconds (a finite number) or ISO 8601 with a zone, e.g. 2026-11-22T18:00:00Z"
 
 
 class AgentHandle(Protocol):
@@ -25,6 +32,32 @@ class AgentHandle(Protocol):
     def wall_now(self) -> float: ...
 
     def request_refresh(self, reason: str) -> None: ...
+
+
+# History queries at once: a page is quick, but 40 of them serialising together would starve the
+# event loop (and a SIGTERM) of the GIL; the rest wait their turn without using the CPU.
+store_reads = threading.BoundedSemaphore(4)
+_views: dict[int, tuple[int, AgentView]] = {}
+_views_lock = threading.Lock()
+
+
+def cached_view(handle: AgentHandle) -> AgentView:
+    """The agent's view, taken again only after a tick (a copy of 126 VFs per request adds up)."""
+    ticks = getattr(handle, "ticks", None)
+    if not isinstance(ticks, int):
+        return handle.view()
+    with _views_lock:
+        hit = _views.get(id(handle))
+        if hit is not None and hit[0] == ticks:
+            return hit[1]
+    view = handle.view()
+    with _views_lock:
+        _views[id(handle)] = (view.ticks, view)
+    return view
+
+
+def json_response(body: Any) -> Response:
+    return Response(json.dumps(body, allow_nan=False, separators=(",", ":")), media_type="application/json")
 
 
 class BadParameter(Exception):
@@ -48,17 +81,30 @@ def parse_time(name: str, value: str | None, default: float) -> float:
     """Unix seconds or an ISO 8601 time with a zone; anything else is a 422 naming the value."""
     if value is None or value == "":
         return default
+    shown = _shown(value)
     try:
-        return float(value)
+        t = float(value)
     except ValueError:
-        pass
+        return _iso_time(name, value, shown)
+    if not math.isfinite(t) or abs(t) > TIME_MAX:
+        raise BadParameter(f"{name}={shown}: not a time (must be finite, within ±{TIME_MAX:.0f})")
+    return t
+
+
+def _iso_time(name: str, value: str, shown: str) -> float:
     try:
         parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
     except ValueError:
-        raise BadParameter(f"{name}={value!r}: not Unix seconds or an ISO 8601 time") from None
+        raise BadParameter(f"{name}={shown}: not Unix seconds or an ISO 8601 time") from None
     if parsed.tzinfo is None:
-        raise BadParameter(f"{name}={value!r}: ISO 8601 time needs a zone (Z or +hh:mm)")
+        raise BadParameter(f"{name}={shown}: ISO 8601 time needs a zone (Z or +hh:mm)")
     return parsed.timestamp()
+
+
+def _shown(value: str) -> str:
+    """A client's value fit to quote back: short, printable, no raw bytes."""
+    short = value[:40] + ("..." if len(value) > 40 else "")
+    return ascii(short)
 
 
 @dataclass(frozen=True)
@@ -66,16 +112,41 @@ class Window:
     since: float
     until: float
     limit: int
+    cursor: str | None = None
+
+    def cursor_id(self) -> int | None:
+        """The cursor as a row id (decisions, events): rows with a smaller id come next."""
+        if self.cursor is None:
+            return None
+        return int(parse_time("cursor", self.cursor, 0.0))
+
+    def cursor_t(self) -> float:
+        """The cursor as a time (a VF's samples): samples before it come next."""
+        assert self.cursor is not None
+        return parse_time("cursor", self.cursor, self.until)
+
+
+TIME_PATTERN_DOC = {"format": "unix-seconds-or-iso8601", "examples": ["1763834400", "2026-11-22T18:00:00Z"]}
 
 
 def time_window(
     request: Request,
-    since: str | None = Query(None, description="Unix seconds or ISO 8601; default one hour before until"),
-    until: str | None = Query(None, description="Unix seconds or ISO 8601; default now"),
-    limit: int = Query(1000, ge=1, le=100_000, description="newest rows of the window to return"),
+    since: str | None = Query(None, max_length=64, json_schema_extra=TIME_PATTERN_DOC,
+                              description=f"{TIME_FORMAT}; default one hour before until"),
+    until: str | None = Query(None, max_length=64, json_schema_extra=TIME_PATTERN_DOC,
+                              description=f"{TIME_FORMAT}; default now"),
+    limit: int = Query(MAX_PAGE, ge=1, le=MAX_PAGE, description="newest rows of the window to return (a page)"),
+    cursor: str | None = Query(None, max_length=64, pattern=r"^[0-9.eE+-]+$",
+                               description="next_cursor / X-Next-Cursor of the previous page: older rows"),
 ) -> Window:
     t_until = parse_time("until", until, agent(request).wall_now())
     t_since = parse_time("since", since, t_until - HISTORY_DEFAULT_S)
     if t_since > t_until:
-        raise BadParameter(f"since={since!r} is after until={until!r}")
-    return Window(t_since, t_until, limit)
+        raise BadParameter(f"since={_shown(since or '')} is after until={_shown(until or 'now')}")
+    return Window(t_since, t_until, limit, cursor)
+
+
+def set_next_cursor(response: Response, rows: Sequence[dict[str, Any]], limit: int, key: str) -> None:
+    """A full page has more behind it: X-Next-Cursor names where the next one starts."""
+    if rows and len(rows) == limit:
+        response.headers["X-Next-Cursor"] = str(rows[0][key])

@@ -6,7 +6,7 @@ API's JSON is these models' fields, not hand-built dicts.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -22,10 +22,13 @@ class ErrorBody(BaseModel):
 
 
 class Health(BaseModel):
-    status: str = Field(description="ok, starting or stalled")
+    status: Literal["ok", "starting", "stalled", "degraded"] = Field(
+        description="ok; starting (no tick yet); stalled (no tick for 3 intervals, HTTP 503); degraded "
+                    "(tuning and restoring go on, history is not recorded: `degraded` says why)")
     ticks: int
     last_tick_age_s: float | None
     backend: str
+    degraded: str | None = Field(default=None, description="why history is not being recorded (disk full)")
 
 
 class CapabilitiesOut(ViewModel):
@@ -145,19 +148,40 @@ class History(BaseModel):
     until: float
     samples: list[SampleOut]
     decisions: list[DecisionOut]
+    next_cursor: str | None = Field(default=None, description="pass as cursor= for the page of older samples")
 
 
 GUEST_OPERATIONS = ("prepare", "start", "started", "stopped", "release", "migrate", "restore", "reconnect", "attach")
+Operation = Literal["prepare", "start", "started", "stopped", "release", "migrate", "restore", "reconnect", "attach"]
+PCI_PATTERN = r"^[0-9a-fA-F]{4,5}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]$"
+UUID_PATTERN = r"^[0-9a-fA-F]{8}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{12}$"
+
+
+def _printable(value: str | None) -> str | None:
+    # No control characters (they forge log lines) and no lone surrogates (not UTF-8, not storable).
+    if value is None:
+        return value
+    if any(ord(c) < 0x20 or 0x7F <= ord(c) < 0xA0 or 0xD800 <= ord(c) <= 0xDFFF for c in value):
+        raise ValueError("control characters and unpaired surrogates are not allowed")
+    return value
 
 
 class GuestEventIn(BaseModel):
     """What a libvirt hook reports: a guest's lifecycle step and the VFs its XML holds."""
 
-    guest: str = Field(min_length=1, max_length=256)
-    uuid: str | None = Field(default=None, max_length=64)
-    operation: str = Field(description="libvirt hook operation: " + ", ".join(GUEST_OPERATIONS))
-    vfs: list[str] = Field(default_factory=list, description="PCI addresses from the domain XML")
-    source: str = Field(default="libvirt-hook", max_length=64)
+    model_config = ConfigDict(extra="forbid")
+
+    guest: str = Field(min_length=1, max_length=256, description="libvirt domain name")
+    uuid: str | None = Field(default=None, pattern=UUID_PATTERN, description="libvirt domain UUID")
+    operation: Operation = Field(description="libvirt hook operation")
+    vfs: list[Annotated[str, Field(pattern=PCI_PATTERN)]] = Field(
+        default_factory=list, max_length=512, description="PCI addresses from the domain XML, 0000:03:10.0")
+    source: str = Field(default="libvirt-hook", min_length=1, max_length=64)
+
+    @field_validator("guest", "source")
+    @classmethod
+    def _no_control(cls, value: str) -> str | None:
+        return _printable(value)
 
 
 class GuestEventOut(BaseModel):

@@ -1,13 +1,15 @@
 """The side-by-side benchmark: every simulator scenario with every ITR policy, in simulated time.
 
-harness runs the pairs, scores turns a run into figures, targets judges vftune's figures,
-oracle is the reference (the best fixed ITR per phase), registry names every policy, and
+harness runs the pairs, groundtruth is the simulator as the bench measures it (and where
+guest-run peers live), scores turns runs into figures, targets judges vftune's figures, oracle
+is the reference (the best fixed ITR per VF and phase), registry names every policy, and
 peers/ holds the policies vftune is measured against.
 """
 
-from vftune.bench.harness import default_duration, run, run_pair
+from vftune.bench.harness import QUICK_SCENARIOS, default_duration, run, run_pair
 from vftune.bench.registry import POLICIES
-from vftune.bench.scores import PairResult, settle
+from vftune.bench.scores import PairResult, aggregate, oracle_warnings, settle
 from vftune.bench.targets import Target, targets
 
-__all__ = ["POLICIES", "PairResult", "Target", "default_duration", "run", "run_pair", "settle", "targets"]
+__all__ = ["POLICIES", "QUICK_SCENARIOS", "PairResult", "Target", "aggregate", "default_duration", "oracle_warnings",
+           "run", "run_pair", "settle", "targets"]

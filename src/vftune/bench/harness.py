@@ -1,12 +1,14 @@
 """Side-by-side benchmark: every simulator scenario with every VF policy, in simulated time.
 
-Each (scenario, policy) pair runs the real Agent loop (store=None, PFs left in stock NAPI)
-against SimHost(speed=inf): one tick per simulated second, the policy under test on every VF.
-The seed fixes the scenario instance and its noise, so every policy of a scenario sees the same
-host, load and bursts; the oracle (the sweep's best fixed ITR of each phase per VF, set at each
-phase) runs through the same noisy simulation and is the throughput reference.
+Each (scenario, policy, seed) runs the real Agent loop (store=None, PFs left in stock NAPI)
+against SimHost(speed=inf): one tick every TICK_S (0.5 s) of simulated time. A host-run policy is the agent's
+policy on every tunable VF; a guest-run one (the guests' adaptive ITR, DIM) runs inside the
+simulated guests while the agent only observes (groundtruth.py). The seed fixes the scenario
+instance and its noise, so every policy of a scenario sees the same host, load and bursts. The
+oracle (oracle.py) runs through the same noisy simulation and is the reference.
 
-The figures and how they are taken are in scores.py; the targets vftune must meet, targets.py.
+Runs fan out over worker processes, one (scenario, policy, seed) per task, the oracle plans
+first. The figures and how they are taken are in scores.py; the targets, targets.py.
 """
 
 from __future__ import annotations
@@ -14,122 +16,172 @@ from __future__ import annotations
 import math
 import multiprocessing
 import os
-from collections.abc import Iterable
+import time
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from vftune.agent.loop import Agent, AgentConfig
 from vftune.agent.policy import StockMode, VfPolicy, VfPolicyFactory
-from vftune.bench.oracle import OraclePlan, OraclePolicy, oracle_plan
-from vftune.bench.registry import FACTORIES, ORACLE, POLICIES
-from vftune.bench.scores import IDLE_BPS, PairResult, Recording, Settle, phase_segments, settle, tuner_figures
+from vftune.bench.groundtruth import GUEST_STEP_S, MeasuredSim
+from vftune.bench.oracle import OraclePlan, oracle_plan
+from vftune.bench.registry import FIXED, GUEST, ORACLE, POLICIES, host_factory
+from vftune.bench.scores import (
+    IDLE_BPS,
+    Cell,
+    PairResult,
+    Recording,
+    Settle,
+    phase_segments,
+    score,
+    settle,
+    tuner_figures,
+)
 from vftune.model import Capabilities
-from vftune.sim.host import SimHost
+from vftune.sim.host import DEFAULT_STEP_S, SimHost
 from vftune.sim.layout import vf_pci
 from vftune.sim.scenarios import SCENARIOS, build, get_scenario
 from vftune.sim.sweep import tunable_vfs
 
-STATIONARY_S = 1800.0  # 30 simulated minutes: two or three of vftune's periodic restarts per VF
+STATIONARY_S = 600.0  # 10 simulated minutes: a cold search, a steady state, for half the VFs a periodic restart
 CYCLES = 2  # phased scenarios: every phase twice, so the first phase's return is a phase change too
-TICK_S = 1.0
+TICK_S = 0.5  # the agent's own tick: each snapshot reads fresh counters (the PF's ethtool statistics)
+REFERENCES = ("default", ORACLE)  # always run: every score is taken against them
+QUICK_SCENARIOS = ("paper-3vm", "rr-mix", "saturated-rr-bulk", "steps-10s")
+QUICK_DURATION_S = 300.0
+
+Progress = Callable[[str, int, int], None]  # (stage, done, total)
 
 
 def default_duration(scenario: str, seed: int = 0) -> float:
     spec = build(scenario, seed)
     if spec.duration_s:
-        return spec.duration_s
+        return float(spec.duration_s)
     return CYCLES * spec.cycle_s if spec.cycle_s else STATIONARY_S
 
 
-def _factory(policy: str, plan: OraclePlan, made: dict[str, Recording]) -> VfPolicyFactory:
-    if policy != ORACLE and policy not in FACTORIES:
-        raise ValueError(f"unknown policy {policy!r}; known: {', '.join(POLICIES)}")
+def _factory(policy: str, made: dict[str, Recording]) -> VfPolicyFactory:
+    base = host_factory(policy)
 
     def make(pci: str, caps: Capabilities) -> VfPolicy:
-        inner: VfPolicy = OraclePolicy(pci, plan) if policy == ORACLE else FACTORIES[policy](pci, caps)
-        made[pci] = Recording(inner)
+        made[pci] = Recording(base(pci, caps))
         return made[pci]
 
     return make
 
 
+def _direct(policy: str, plan: OraclePlan, pcis: list[str]) -> Callable[[float], dict[str, int]] | None:
+    """For a fixed rate or the oracle: the writes due at simulated time t (none between phases)."""
+    if policy in FIXED:
+        return lambda t: {pci: FIXED[policy] for pci in pcis} if t == 0.0 else {}
+    if policy == ORACLE:
+        starts = {p.start_s for p in plan.phases}
+
+        def due(t: float) -> dict[str, int]:
+            at = t % plan.cycle_s if plan.cycle_s else t
+            return plan.phase_at(t).itrs if t == 0.0 or any(abs(at - s) < 1e-6 for s in starts) else {}
+
+        return due
+    return None
+
+
 def run_pair(scenario: str, policy: str, seed: int = 0, duration: float | None = None,
              plan: OraclePlan | None = None) -> PairResult:
-    """One policy on one scenario for `duration` simulated seconds (default: default_duration)."""
+    """One policy on one scenario for `duration` simulated seconds (default: default_duration).
+
+    Throughput ratios and per-VF scores are not filled in: they need the oracle's run (score())."""
     get_scenario(scenario)
+    if policy not in POLICIES:
+        raise ValueError(f"unknown policy {policy!r}; known: {', '.join(POLICIES)}")
     duration = default_duration(scenario, seed) if duration is None else duration
     if not duration >= 2 * TICK_S:
         raise ValueError(f"duration must be at least {2 * TICK_S:g} simulated seconds, got {duration!r}")
     plan = plan or oracle_plan(scenario, seed)
+    ticks = int(round(duration / TICK_S))
+    segments = phase_segments(plan, ticks * TICK_S)
     host = SimHost(scenario, seed=seed, speed=math.inf)
+    guest = GUEST.get(policy)
+    step = GUEST_STEP_S if policy in GUEST else DEFAULT_STEP_S
+    host.sim = MeasuredSim(host.spec, seed, segments, step, host.sim.patched_counters, guest)
     made: dict[str, Recording] = {}
-    agent = Agent(host, None, _factory(policy, plan, made), lambda pf, caps: StockMode(),
-                  AgentConfig(interval=TICK_S), wall_offset=0.0)
     spec = host.spec
     tunable = tunable_vfs(spec)
     pcis = [vf_pci(spec.vfs[i].pf, spec.vfs[i].index) for i in tunable]
+    # Fixed rates and the oracle's plan need no agent: the harness writes them through the host
+    # driver at each phase start, so the reference is in force from t = 0. Guest-run policies
+    # need none either: the host only watches.
+    writes = _direct(policy, plan, pcis)
+    agent = None
+    if writes is None and policy not in GUEST:
+        agent = Agent(host, None, _factory(policy, made), lambda pf, caps: StockMode(),
+                      AgentConfig(interval=TICK_S), wall_offset=0.0)
+        agent.start()
+    elif writes is not None:
+        for pci, itr in writes(0.0).items():
+            host.set_vf_itr(pci, itr)
     last_itr = {pci: host.vf_itr(pci) for pci in pcis}
     changes: dict[str, list[float]] = {pci: [] for pci in pcis}
-    index = dict(zip(pcis, tunable))
-    ticks = int(round(duration / TICK_S))
-    segments = phase_segments(plan, ticks * TICK_S)
-    bounds = [b for _, b in segments]
-    marks: dict[str, list[float]] = {pci: [] for pci in pcis}  # cumulative bits at each segment end
-    agent.start()
     for _ in range(ticks):
         host.sleep(TICK_S)
-        agent.tick()
         t = host.now()
-        if any(abs(t - b) < 1e-6 for b in bounds):
-            for pci in pcis:
-                marks[pci].append(host.sim.vfs[index[pci]].live.bits)
+        if agent is not None:
+            agent.tick()
+        elif writes is not None:
+            for pci, itr in writes(t).items():
+                host.set_vf_itr(pci, itr)
         for pci in pcis:
             itr = host.vf_itr(pci)
             if itr != last_itr[pci]:
                 changes[pci].append(t)
                 last_itr[pci] = itr
-    elapsed = host.now()
     sim = host.sim
-    bits = sum(sim.vfs[i].live.bits for i in tunable)
-    interrupts = sum(sim.vfs[i].live.interrupts for i in tunable)
+    elapsed = round(sim.t, 6)  # fractional steps add up to a hair off the whole second
+    tally = sim.tally
     background = sum(vm.background_cpu for vm in spec.vms) * elapsed
     network_cpu = sum(sim.guest_cpu.values()) - background + sim.host_irq_cpu
 
     # A VF without traffic in a phase (an idle guest, < 1 Mbit/s) has nothing to converge to:
     # it is left out of that phase's convergence and steady-state figures.
-    def busy(pci: str, k: int) -> bool:
-        before = marks[pci][k - 1] if k else 0.0
-        a, b = segments[k]
-        return (marks[pci][k] - before) / (b - a) >= IDLE_BPS
+    def busy(i: int, k: int) -> bool:
+        return tally[i][k].bps >= IDLE_BPS
 
-    cold = [settle(changes[p], *segments[0]) for p in pcis if busy(p, 0)]
-    later = [settle(changes[p], a, b) for p in pcis for k, (a, b) in enumerate(segments) if k and busy(p, k)]
+    index = dict(zip(pcis, tunable))
+    cold = [settle(changes[p], *segments[0]) for p in pcis if busy(index[p], 0)]
+    later = [settle(changes[p], a, b) for p in pcis for k, (a, b) in enumerate(segments)
+             if k and busy(index[p], k)]
     every = cold + later
     steady_s = sum(s.steady_s for s in every)
     steady_changes = sum(s.steady_changes for s in every)
 
     def worst(items: list[Settle]) -> tuple[float | None, int | None]:
-        if not items:
-            return None, None
-        if any(s.at is None for s in items):
+        if not items or any(s.at is None for s in items):
             return None, None
         return max(s.at for s in items), max(s.changes for s in items)  # type: ignore[type-var]
 
     converge_s, converge_probes = worst(cold)
     reconverge_s, reconverge_probes = worst(later)
     extra: dict[str, Any] = {}
-    if policy == "vftune":
-        settled = {p: [settle(changes[p], a, b) if busy(p, k) else Settle(None, 0, 0.0, 0)
+    if policy.startswith("vftune"):
+        settled = {p: [settle(changes[p], a, b) if busy(index[p], k) else Settle(None, 0, 0.0, 0)
                        for k, (a, b) in enumerate(segments)] for p in pcis}
         extra = tuner_figures(made, segments, settled)
+    # Per VF and per phase of the scenario (occurrences summed): what scores are taken from.
+    cells: dict[tuple[str, int], Cell] = {}
+    for pci, i in index.items():
+        for k, (a, _) in enumerate(segments):
+            phase = plan.phase_at(a)
+            p = plan.phases.index(phase)
+            cell = cells.setdefault((pci, p), Cell(phase.vfs[pci].kind))
+            cell.add(tally[i][k])
+    oracle_converged = plan.converged
     result = PairResult(
         scenario, policy, seed, elapsed,
-        throughput_bps=bits / elapsed,
+        throughput_bps=sum(t.delivered_bits for i in tunable for t in tally[i]) / elapsed,
         cpu=network_cpu / elapsed / spec.host_cpus,
-        interrupts_per_s=interrupts / elapsed,
+        interrupts_per_s=sum(t.interrupts for i in tunable for t in tally[i]) / elapsed,
         converge_s=converge_s, converge_probes=converge_probes,
         reconverge_s=reconverge_s, reconverge_probes=reconverge_probes,
         changes_per_min=steady_changes / (steady_s / 60.0) if steady_s > 0 else 0.0,
-        extra=extra,
+        cells=cells, extra=extra, oracle_converged=oracle_converged,
     )
     host.close()
     return result
@@ -138,36 +190,62 @@ def run_pair(scenario: str, policy: str, seed: int = 0, duration: float | None =
 # ---- a whole run ------------------------------------------------------------------------
 
 
-def _run_task(task: tuple[str, str, int, float | None, OraclePlan]) -> PairResult:
+def _plan_task(task: tuple[str, int, str]) -> OraclePlan:
+    return oracle_plan(*task)
+
+
+def _pair_task(task: tuple[str, str, int, float | None, OraclePlan]) -> PairResult:
     scenario, policy, seed, duration, plan = task
-    return run_pair(scenario, policy, seed, duration, plan)
+    started = time.process_time()
+    result = run_pair(scenario, policy, seed, duration, plan)
+    result.run_s = time.process_time() - started
+    return result
 
 
-def run(scenarios: Iterable[str] | None = None, policies: Iterable[str] | None = None, seed: int = 0,
-        duration: float | None = None, jobs: int | None = None) -> list[PairResult]:
-    """Every scenario x policy pair; throughput ratios are filled in against the oracle."""
-    scenarios = list(scenarios or SCENARIOS)
-    policies = list(policies or POLICIES)
+def _cost(scenario: str, seed: int, duration: float | None) -> float:
+    spec = build(scenario, seed)
+    return len(spec.vfs) * (duration or default_duration(scenario, seed))
+
+
+def run(scenarios: Iterable[str] | None = None, policies: Iterable[str] | None = None,
+        seeds: Iterable[int] = (0,), duration: float | None = None, jobs: int | None = None,
+        objective: str = "throughput", progress: Progress | None = None) -> list[PairResult]:
+    """Every scenario x policy x seed; each scored against its seed's oracle and default runs."""
+    scenarios = list(dict.fromkeys(scenarios or SCENARIOS))
+    policies = list(dict.fromkeys(policies or POLICIES))
+    seeds = list(dict.fromkeys(seeds))
     for name in scenarios:
         get_scenario(name)
     for name in policies:
         if name not in POLICIES:
             raise ValueError(f"unknown policy {name!r}; known: {', '.join(POLICIES)}")
-    wanted = policies if ORACLE in policies else [*policies, ORACLE]
-    plans = {name: oracle_plan(name, seed) for name in scenarios}
-    # Biggest hosts first so the pool's last tasks are short.
-    order = sorted(scenarios, key=lambda n: -len(build(n, seed).vfs))
-    tasks = [(s, p, seed, duration, plans[s]) for s in order for p in wanted]
-    jobs = max(1, min(jobs or os.cpu_count() or 1, len(tasks)))
+    wanted = [p for p in POLICIES if p in policies or p in REFERENCES]
+    order = sorted(((s, seed) for s in scenarios for seed in seeds), key=lambda k: -_cost(k[0], k[1], duration))
+    plan_tasks = [(s, seed, objective) for s, seed in order]
+    jobs = max(1, min(jobs or os.cpu_count() or 1, len(plan_tasks) * len(wanted)))
+    report = progress or (lambda stage, done, total: None)
+
+    def fan_out(fn: Callable[[Any], Any], tasks: list[Any], stage: str, pool: Any) -> list[Any]:
+        out = []
+        report(stage, 0, len(tasks))
+        mapped = map(fn, tasks) if pool is None else pool.imap_unordered(fn, tasks, chunksize=1)
+        for item in mapped:
+            out.append(item)
+            report(stage, len(out), len(tasks))
+        return out
+
+    def go(pool: Any) -> list[PairResult]:
+        plans = {(p.scenario, p.seed): p for p in fan_out(_plan_task, plan_tasks, "oracle", pool)}
+        pair_tasks = [(s, p, seed, duration, plans[(s, seed)]) for s, seed in order for p in wanted]
+        return fan_out(_pair_task, pair_tasks, "pairs", pool)
+
     if jobs == 1:
-        results = [_run_task(t) for t in tasks]
+        results = go(None)
     else:
         with multiprocessing.get_context("fork").Pool(jobs) as pool:
-            results = pool.map(_run_task, tasks, chunksize=1)
-    oracle = {r.scenario: r.throughput_bps for r in results if r.policy == ORACLE}
-    for r in results:
-        r.throughput_ratio = r.throughput_bps / oracle[r.scenario] if oracle[r.scenario] > 0 else math.nan
+            results = go(pool)
+    score(results)
     rank = {name: i for i, name in enumerate(scenarios)}
     prank = {name: i for i, name in enumerate(wanted)}
-    results.sort(key=lambda r: (rank[r.scenario], prank[r.policy]))
+    results.sort(key=lambda r: (rank[r.scenario], prank[r.policy], r.seed))
     return [r for r in results if r.policy in policies]

@@ -1,15 +1,26 @@
 """The one list of benchmark policies: the CLI, the harness, the README table and the tests use it.
 
-Every entry but the oracle is a VfPolicyFactory. The oracle needs the scenario's plan (the
-best fixed ITR of each phase per VF), so the harness builds it; it is always last.
+Two kinds of policy:
+- host-run (HOST): a VfPolicyFactory the agent runs on the host, one sample per tick, on the
+  host's counters (vftune, bayesopt, paper; the fixed rates, which the bench writes directly);
+- guest-run (GUEST): moderation inside the guest's driver, per interrupt on its own counters
+  (default: ixgbevf's adaptive ITR; net_dim and net_dim-cqe: Linux DIM). The host agent only
+  observes; the bench puts the algorithm in the simulated guest (groundtruth.MeasuredSim).
+The oracle needs the scenario's plan, so the harness builds it; it is always last.
+
+`paper` is Wu & Wang's search as printed (its wrong-end bug and 1000-interrupt restart kept): a
+labelled reference, not a headline peer. ixgbe's PF algorithm is not here: no VF runs it.
 """
 
 from __future__ import annotations
 
-from vftune.agent.policy import FixedItr, Observe, VfPolicyFactory
-from vftune.agent.tuner import SearchTuner
-from vftune.bench.peers.ixgbe import IxgbeAdaptive
-from vftune.bench.peers.net_dim import NetDimPolicy
+from collections.abc import Callable
+from typing import Any
+
+from vftune.agent.policies import SearchFactory
+from vftune.agent.policy import FixedItr, Observe, VfGoal, VfPolicyFactory
+from vftune.bench.peers.bayesopt import BayesOptPolicy
+from vftune.bench.peers.net_dim import GuestNetDim
 from vftune.bench.peers.paper import PaperPolicy
 
 ORACLE = "oracle"
@@ -19,16 +30,33 @@ def _fixed(itr: int) -> VfPolicyFactory:
     return lambda pci, caps: FixedItr(itr)
 
 
-# In the order the benchmark reports them.
-FACTORIES: dict[str, VfPolicyFactory] = {
-    "default": lambda pci, caps: Observe(),  # the VF's own adaptive ITR: change nothing
-    "fixed-8000": _fixed(8000),
-    "fixed-20000": _fixed(20000),
-    "fixed-100000": _fixed(100000),
+FIXED: dict[str, int] = {"fixed-8000": 8000, "fixed-20000": 20000, "fixed-100000": 100000}
+HOST: dict[str, VfPolicyFactory] = {
+    **{name: _fixed(itr) for name, itr in FIXED.items()},
     "paper": lambda pci, caps: PaperPolicy(pci, caps),
-    "net_dim": lambda pci, caps: NetDimPolicy(pci, caps),
-    "ixgbe": lambda pci, caps: IxgbeAdaptive(pci, caps),
-    "vftune": lambda pci, caps: SearchTuner(pci, caps),
+    "bayesopt": lambda pci, caps: BayesOptPolicy(pci, caps),
 }
-POLICIES: tuple[str, ...] = (*FACTORIES, ORACLE)
-PEERS: tuple[str, ...] = ("paper", "net_dim", "ixgbe")  # the adaptive peers vftune must beat
+# vftune under each objective: a new factory per run, so the VFs of one run share one host's
+# workload memory and no run learns from another.
+TUNERS: dict[str, str] = {"vftune": "throughput", "vftune-efficiency": "efficiency", "vftune-latency": "latency"}
+# None: the simulated guest's own ixgbevf adaptive ITR, left as it is.
+GUEST: dict[str, Callable[[], Any] | None] = {
+    "default": None,
+    "net_dim": lambda: GuestNetDim("ice"),
+    "net_dim-cqe": lambda: GuestNetDim("cqe"),
+}
+# In the order the benchmark reports them.
+POLICIES: tuple[str, ...] = ("default", "fixed-8000", "fixed-20000", "fixed-100000", "net_dim", "net_dim-cqe",
+                             "bayesopt", "paper", *TUNERS, ORACLE)
+HEADLINE_PEERS: tuple[str, ...] = ("net_dim", "bayesopt")  # the adaptive peers vftune must beat
+LABELLED: dict[str, str] = {"paper": "Wu & Wang as printed (wrong-end bug kept); not a headline peer"}
+
+
+def host_factory(policy: str) -> VfPolicyFactory:
+    if policy in GUEST:
+        return lambda pci, caps: Observe()
+    if policy in TUNERS:
+        return SearchFactory(default_goal=VfGoal(TUNERS[policy]))
+    if policy not in HOST:
+        raise ValueError(f"unknown policy {policy!r}; known: {', '.join(POLICIES)}")
+    return HOST[policy]

@@ -1,23 +1,36 @@
-"""What the benchmark measures per (scenario, policy) pair, from the simulator's ground truth.
+"""What the benchmark measures per (scenario, policy, seed), from the simulator's ground truth.
 
-Figures per pair (ground truth from the simulator, not what the agent estimated):
-- throughput_ratio: bits the guest VFs' counters count (rx + tx) over the run / the oracle's;
+Scores (the simulator's own rates, not what the agent estimated; groundtruth.Tally):
+- vf_geomean, vf_min: each tunable VF's score is its merit over the oracle's for the same VF
+  (bulk: bits/s delivered to its application, not the counters' frames, which at high rates
+  carry extra ACKs and, for UDP, packets the application never gets; request/response: the oracle's mean response time over
+  its own), per phase of the scenario, combined over the phases it is busy in by a
+  time-weighted geometric mean; vf_geomean is the geometric mean over the VFs, vf_min the
+  lowest VF (a starved small VF shows here, while the port's sum hides it);
+- throughput_ratio: bits delivered to all tunable VFs' applications over the run / the oracle's
+  (throughput_gbps: the same, in Gb/s);
 - cpu: network CPU as a share of the host's cores (guests' receive paths + host irq/softirq),
-  the sweep's definition; interrupts_per_s: all guest VFs together;
+  the sweep's definition; cpu_per_gbps_vs_default: (cpu / Gb/s) over the default's in the
+  same scenario and seed (below 1: cheaper per bit than the guests' own adaptive ITR);
+- latency_us_mean, latency_us_p99: request/response VFs only: the transaction-weighted mean
+  response time, and the worst VF's p99 (each step's p99, transaction-weighted);
 - converge_s / converge_probes (cold) and reconverge_s / reconverge_probes (after each phase
   change): per VF, the time and the number of ITR changes until the delivered ITR then stays
   put for HOLD_S (or to the end of the phase); the worst VF counts. None = never settled;
 - changes_per_min: delivered-ITR changes per VF-minute after settling (steady state), restarts
   included; a policy that never settles counts all its changes.
 A VF without traffic in a phase (< 1 Mbit/s: an idle guest) is left out of that phase's
-convergence and change figures: its ITR, the guest's adaptive one, carries nothing.
+convergence and change figures, and of the scores.
 For vftune the tuner's own records add search_probes_cold (measurements of each VF's first
 search, the incumbent's and repeats included; the worst VF) and search_probes_phase (every
 measurement from a phase change until the convergence the VF then held), restarts by cause,
 and unasked_changes (decisions outside any search; none expected).
 
+Over several seeds (aggregate) each figure is the mean over seeds with a 95% interval
+(Student's t over the seeds' values).
+
 The ITR is what the simulated 82599 delivers (SimHost.vf_itr): under the guest's adaptive ITR
-its changes count too, since the guest makes them.
+or DIM its changes count too, since the guest makes them.
 """
 
 
@@ -27,9 +40,12 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from vftune.agent.causes import Cause
 from vftune.agent.policy import VfPolicy
 from vftune.agent.tuner import SearchTuner
-from vftune.bench.oracle import OraclePlan
+from vftune.bench.groundtruth import Tally
+from vftune.bench.oracle import OraclePlan, geomean
+from vftune.bench.registry import ORACLE
 from vftune.model import ItrDecision, VfSample
 
 IDLE_BPS = 1e6  # below this average a VF is idle in a phase
@@ -103,6 +119,40 @@ def phase_segments(plan: OraclePlan, duration: float) -> list[tuple[float, float
 
 
 @dataclass
+class Cell:
+    """One VF over every occurrence of one phase in a run."""
+
+    kind: str  # bulk, rr or idle (the scenario's workload in that phase)
+    seconds: float = 0.0
+    bits: float = 0.0
+    delivered_bits: float = 0.0
+    transactions: float = 0.0
+    latency_s: float = 0.0
+    p99_s: float = 0.0
+
+    def add(self, t: Tally) -> None:
+        self.seconds += t.seconds
+        self.bits += t.bits
+        self.delivered_bits += t.delivered_bits
+        self.transactions += t.transactions
+        self.latency_s += t.latency_s
+        self.p99_s += t.p99_s
+
+    @property
+    def merit(self) -> float:
+        """Higher is better: delivered bits/s (bulk), or 1 / mean response time (request/response)."""
+        if self.kind == "rr" and self.transactions > 0 and self.latency_s > 0:
+            return self.transactions / self.latency_s
+        return self.delivered_bits / self.seconds if self.seconds else 0.0
+
+
+MIN_RATIO = 1e-6  # a VF that got nothing scores this, not log(0)
+ORACLE_SLACK = 0.01  # a policy above the oracle by more than this (run noise) shows it is wrong
+SCORES = ("throughput_ratio", "vf_geomean", "vf_min", "cpu", "cpu_per_gbps_vs_default", "latency_us_mean",
+          "latency_us_p99", "converge_s", "reconverge_s", "changes_per_min", "interrupts_per_s", "throughput_gbps")
+
+
+@dataclass
 class PairResult:
     scenario: str
     policy: str
@@ -116,15 +166,45 @@ class PairResult:
     reconverge_s: float | None
     reconverge_probes: int | None
     changes_per_min: float
-    throughput_ratio: float = math.nan
+    cells: dict[tuple[str, int], Cell] = field(default_factory=dict)
     extra: dict[str, Any] = field(default_factory=dict)
+    oracle_converged: bool = True
+    throughput_ratio: float = math.nan
+    vf_geomean: float = math.nan
+    vf_min: float = math.nan
+    vf_scores: dict[str, float] = field(default_factory=dict)
+    cpu_per_gbps_vs_default: float | None = None
+    run_s: float = 0.0  # CPU seconds the run took (for the bench's own time budget)
+
+    @property
+    def latency_us_mean(self) -> float | None:
+        rr = [c for c in self.cells.values() if c.kind == "rr" and c.transactions > 0]
+        if not rr:
+            return None
+        return sum(c.latency_s for c in rr) / sum(c.transactions for c in rr) * 1e6
+
+    @property
+    def latency_us_p99(self) -> float | None:
+        per_vf: dict[str, list[Cell]] = {}
+        for (pci, _), c in self.cells.items():
+            if c.kind == "rr" and c.transactions > 0:
+                per_vf.setdefault(pci, []).append(c)
+        if not per_vf:
+            return None
+        return max(sum(c.p99_s for c in cs) / sum(c.transactions for c in cs) for cs in per_vf.values()) * 1e6
 
     def as_dict(self) -> dict[str, Any]:
         d = {
             "scenario": self.scenario,
             "policy": self.policy,
+            "seed": self.seed,
             "throughput_ratio": _round(self.throughput_ratio, 4),
+            "vf_geomean": _round(self.vf_geomean, 4),
+            "vf_min": _round(self.vf_min, 4),
             "cpu": _round(self.cpu, 4),
+            "cpu_per_gbps_vs_default": _round(self.cpu_per_gbps_vs_default, 4),
+            "latency_us_mean": _round(self.latency_us_mean, 2),
+            "latency_us_p99": _round(self.latency_us_p99, 2),
             "interrupts_per_s": _round(self.interrupts_per_s, 0),
             "converge_s": _round(self.converge_s, 0),
             "converge_probes": self.converge_probes,
@@ -132,8 +212,9 @@ class PairResult:
             "reconverge_probes": self.reconverge_probes,
             "changes_per_min": _round(self.changes_per_min, 3),
             "throughput_gbps": _round(self.throughput_bps / 1e9, 4),
-            "seed": self.seed,
             "duration_s": self.duration_s,
+            "run_s": round(self.run_s, 2),
+            "vfs": {pci: _round(v, 4) for pci, v in self.vf_scores.items()},
         }
         d.update(self.extra)
         return d
@@ -143,6 +224,96 @@ def _round(x: float | None, digits: int) -> float | None:
     if x is None or not math.isfinite(x):
         return None
     return round(x, digits) if digits else float(round(x))
+
+
+def vf_scores(cells: dict[tuple[str, int], Cell], reference: dict[tuple[str, int], Cell]) -> dict[str, float]:
+    """Each VF's merit over the reference's, per phase, time-weighted geometric mean over phases."""
+    logs: dict[str, list[tuple[float, float]]] = {}
+    for key, ref in reference.items():
+        cell = cells.get(key)
+        if ref.kind == "idle" or cell is None or not ref.merit > 0 or not cell.seconds > 0:
+            continue
+        ratio = max(MIN_RATIO, cell.merit / ref.merit)
+        logs.setdefault(key[0], []).append((cell.seconds, math.log(ratio)))
+    return {pci: math.exp(sum(w * x for w, x in items) / sum(w for w, _ in items))
+            for pci, items in logs.items() if sum(w for w, _ in items) > 0}
+
+
+def score(results: list[PairResult]) -> None:
+    """Fill in every result's ratios against the oracle and the default of its scenario and seed."""
+    groups: dict[tuple[str, int], dict[str, PairResult]] = {}
+    for r in results:
+        groups.setdefault((r.scenario, r.seed), {})[r.policy] = r
+    for by in groups.values():
+        oracle, default = by.get(ORACLE), by.get("default")
+        for r in by.values():
+            if oracle is not None:
+                r.throughput_ratio = r.throughput_bps / oracle.throughput_bps if oracle.throughput_bps > 0 else math.nan
+                r.vf_scores = vf_scores(r.cells, oracle.cells)
+                values = list(r.vf_scores.values())
+                r.vf_geomean = geomean(values)
+                r.vf_min = min(values) if values else math.nan
+            if default is not None and r.throughput_bps > 0 and default.throughput_bps > 0 and default.cpu > 0:
+                r.cpu_per_gbps_vs_default = (r.cpu / r.throughput_bps) / (default.cpu / default.throughput_bps)
+
+
+T_975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262}
+
+
+def mean_interval(values: list[float]) -> tuple[float, float | None]:
+    """Mean and the half-width of its 95% interval (Student's t; None for one value)."""
+    n = len(values)
+    mean = sum(values) / n
+    if n < 2:
+        return mean, None
+    sd = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1))
+    return mean, T_975.get(n - 1, 1.96) * sd / math.sqrt(n)
+
+
+def aggregate(results: list[PairResult]) -> list[dict[str, Any]]:
+    """One row per (scenario, policy): each score's mean over seeds and its 95% interval.
+
+    A figure that is None in any seed (never settled, no request/response VF) is None."""
+    groups: dict[tuple[str, str], list[PairResult]] = {}
+    for r in results:
+        groups.setdefault((r.scenario, r.policy), []).append(r)
+    rows = []
+    for (scenario, policy), rs in groups.items():
+        dicts = [r.as_dict() for r in rs]
+        row: dict[str, Any] = {"scenario": scenario, "policy": policy, "seeds": [r.seed for r in rs]}
+        interval: dict[str, list[float] | None] = {}
+        for name in SCORES:
+            values = [d[name] for d in dicts]
+            if any(v is None for v in values):
+                row[name] = None
+                continue
+            mean, half = mean_interval([float(v) for v in values])
+            row[name] = round(mean, 4)
+            interval[name] = None if half is None else [round(mean - half, 4), round(mean + half, 4)]
+        if policy.startswith("vftune"):
+            for key in ("search_probes_cold", "search_probes_phase", "unasked_changes", "restarts_load"):
+                values = [d.get(key) for d in dicts if d.get(key) is not None]
+                row[key] = max(values) if values else None
+        row["ci95"] = interval
+        rows.append(row)
+    return rows
+
+
+def oracle_warnings(results: list[PairResult]) -> list[str]:
+    """Where a policy scored above the oracle by more than the noise, or the oracle's rounds did
+    not reach a fixed point: either means the reference is wrong, and the bench says so."""
+    out = []
+    for r in results:
+        if r.policy == ORACLE:
+            if not r.oracle_converged:
+                out.append(f"{r.scenario} seed {r.seed}: the oracle's best responses did not reach a fixed point")
+            continue
+        above = [f"{name} {getattr(r, name):.4f}" for name in ("vf_geomean", "throughput_ratio")
+                 if math.isfinite(getattr(r, name)) and getattr(r, name) > 1.0 + ORACLE_SLACK]
+        if above:
+            out.append(f"{r.scenario} seed {r.seed}: {r.policy} {' and '.join(above)} > 1 + {ORACLE_SLACK}: "
+                       "the oracle is not an upper bound here")
+    return list(dict.fromkeys(out))
 
 
 def tuner_figures(made: dict[str, Recording], segments: list[tuple[float, float]],
@@ -170,19 +341,20 @@ def tuner_figures(made: dict[str, Recording], segments: list[tuple[float, float]
             (cold_probes if i == 0 else phase_probes).append(probes)
         for cause, n in tuner.restarts.items():
             restarts[cause] = restarts.get(cause, 0) + n
+        restarts["recall"] = restarts.get("recall", 0) + tuner.recalls
+        restarts["handback"] = restarts.get("handback", 0) + tuner.handbacks
         unasked += unasked_changes(rec)
     return {
         "search_probes_cold": max(cold_probes) if cold_probes else None,
         "search_probes_phase": max(phase_probes) if phase_probes else None,
         "restarts_periodic": restarts.get("periodic", 0),
-        "restarts_load": restarts.get("load", 0),
+        # Every change a load change asked for: searches, recalls of a remembered class, handbacks.
+        "restarts_load": sum(restarts.get(k, 0) for k in ("load", "worse", "recall", "handback")),
         "restarts_in_search": restarts.get("in_search", 0),
         "unasked_changes": unasked,
     }
 
 
 def unasked_changes(rec: Recording) -> int:
-    """Decisions vftune took that belong to no search and no restart (should be none)."""
-    return sum(1 for _, d in rec.decisions
-               if not d.reason.startswith(("start:", "restart:", "probe", "converged", "abort"))
-               and "probe not applied" not in d.reason and "idle during probe" not in d.reason)
+    """Decisions vftune took with no cause of the tuner's (should be none)."""
+    return sum(1 for _, d in rec.decisions if Cause.of_reason(d.reason) is None or d.cause is None)

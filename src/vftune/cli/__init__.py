@@ -14,7 +14,9 @@ COMMAND_MODULES = [
     "inventory",
     "sim",
     "hook",
+    "restore",
     "bench",
+    "testbed",
 ]
 
 
@@ -39,5 +41,23 @@ def cli() -> None:
 
 
 def main() -> None:
-    # click exits 2 on usage errors by itself; keep tracebacks for real bugs only.
-    sys.exit(cli.main(standalone_mode=True, auto_envvar_prefix="VFTUNE"))
+    """Usage errors are one line naming the option and the value, exit 2 (click's own format
+    adds a usage block); `vftune hook` exits 0 whatever it is given, so libvirt never fails a guest."""
+    hook = len(sys.argv) > 1 and sys.argv[1] == "hook"
+    try:
+        code = cli.main(prog_name="vftune", standalone_mode=False, auto_envvar_prefix="VFTUNE")
+    except click.exceptions.Abort:
+        click.echo("vftune: aborted", err=True)
+        code = 1
+    except click.ClickException as exc:
+        where = exc.ctx.command_path if isinstance(exc, click.UsageError) and exc.ctx else "vftune"
+        click.echo(f"{where}: {exc.format_message()}", err=True)
+        code = 0 if hook else exc.exit_code
+    except click.exceptions.Exit as exc:
+        code = exc.exit_code
+    except Exception as exc:
+        if not hook:
+            raise
+        click.echo(f"vftune hook: {type(exc).__name__}: {exc}", err=True)  # libvirt logs stderr
+        code = 0
+    sys.exit(code if isinstance(code, int) else 0)

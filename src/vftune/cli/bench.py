@@ -4,14 +4,67 @@ from __future__ import annotations
 
 import json
 import time
+from typing import Any
 
 import click
 
-from vftune.cli.common import fail
+from vftune.cli.common import Number, fail
 
 
 def _fmt(value: object, spec: str) -> str:
     return "-" if value is None else format(value, spec)
+
+
+def parse_seeds(text: str) -> list[int]:
+    """'0-4' or '0,2,5' or '3' -> the seeds, in order; ValueError naming the bad part."""
+    seeds: list[int] = []
+    for part in text.split(","):
+        part = part.strip()
+        low, dash, high = part.partition("-")
+        try:
+            if dash:
+                a, b = int(low), int(high)
+                if b < a:
+                    raise ValueError
+                seeds.extend(range(a, b + 1))
+            else:
+                seeds.append(int(part))
+        except ValueError:
+            raise ValueError(f"{part!r} is not a seed or a range like 0-4") from None
+    if any(s < 0 for s in seeds):
+        raise ValueError("seeds must be >= 0")
+    return list(dict.fromkeys(seeds))
+
+
+class _Bar:
+    """A rich progress bar on a terminal (stderr): oracle sweeps, then pairs, with time left."""
+
+    def __init__(self) -> None:
+        from rich.console import Console
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+        console = Console(stderr=True)
+        self.enabled = console.is_terminal
+        self.progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                                 TextColumn("time left"), TimeRemainingColumn(), console=console, transient=True)
+        self.tasks: dict[str, Any] = {}
+
+    def __enter__(self) -> _Bar:
+        if self.enabled:
+            self.progress.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.enabled:
+            self.progress.stop()
+
+    def __call__(self, stage: str, done: int, total: int) -> None:
+        if not self.enabled:
+            return
+        if stage not in self.tasks:
+            label = "oracle sweeps" if stage == "oracle" else "pairs done"
+            self.tasks[stage] = self.progress.add_task(label, total=total)
+        self.progress.update(self.tasks[stage], completed=done, total=total)
 
 
 @click.command("bench")
@@ -20,20 +73,28 @@ def _fmt(value: object, spec: str) -> str:
 @click.option("--scenario-file", "files", multiple=True, metavar="PATH",
               help="Scenario TOML file to run (repeatable; format: docs/scenarios.md).")
 @click.option("--policy", "policies", multiple=True, metavar="NAME",
-              help="Policy to run (repeatable; default: all). The oracle always runs: it is the reference.")
-@click.option("--seed", type=int, default=0, show_default=True, help="Scenario instance and noise.")
-@click.option("--duration", type=float, default=None, metavar="SECONDS",
-              help="Simulated seconds per pair (default: 1800, two full cycles for phased scenarios).")
+              help="Policy to run (repeatable; default: all). The oracle and the default always run: "
+                   "every score is taken against them.")
+@click.option("--seed", type=int, default=None, metavar="N", help="One seed: scenario instance and noise [0].")
+@click.option("--seeds", "seed_spec", default=None, metavar="LIST",
+              help="Several seeds, e.g. 0-4 or 0,3: each figure is the mean with a 95% interval.")
+@click.option("--quick", is_flag=True,
+              help="A small subset: four scenarios, 300 simulated seconds each, one seed (under a minute).")
+@click.option("--objective", type=click.Choice(["throughput", "efficiency", "latency"]), default="throughput",
+              show_default=True, help="What the oracle's best fixed ITR maximizes.")
+@click.option("--duration", type=Number(), default=None, metavar="SECONDS",
+              help="Simulated seconds per pair (default: the scenario's duration_s, else 600, "
+                   "or two full cycles for phased scenarios).")
 @click.option("--jobs", type=int, default=None, metavar="N", help="Worker processes (default: one per CPU).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
-def command(scenarios: tuple[str, ...], files: tuple[str, ...], policies: tuple[str, ...], seed: int,
-            duration: float | None, jobs: int | None, as_json: bool) -> None:
-    """Throughput against the oracle, CPU, interrupts, convergence and ITR churn per policy.
+def command(scenarios: tuple[str, ...], files: tuple[str, ...], policies: tuple[str, ...], seed: int | None,
+            seed_spec: str | None, quick: bool, objective: str, duration: float | None, jobs: int | None, as_json: bool) -> None:
+    """Per-VF scores against the oracle, CPU, latency, convergence and ITR churn per policy.
 
     Each pair drives the real agent loop against the simulated host (no waiting: simulated
     time); the same seed gives every policy the same host, load and noise.
     """
-    from vftune.bench import POLICIES, run, targets
+    from vftune.bench import POLICIES, QUICK_SCENARIOS, aggregate, oracle_warnings, run, targets
     from vftune.cli.sim import register_scenario_files
     from vftune.sim.scenarios import SCENARIOS
 
@@ -44,57 +105,87 @@ def command(scenarios: tuple[str, ...], files: tuple[str, ...], policies: tuple[
     for name in policies:
         if name not in POLICIES:
             fail(f"--policy {name!r}: unknown policy; valid: {', '.join(POLICIES)}", 2)
+    if seed is not None and seed < 0:
+        fail(f"--seed {seed}: must be >= 0", 2)
+    if seed is not None and seed_spec is not None:
+        fail("--seed and --seeds: give one of them", 2)
+    try:
+        seeds = parse_seeds(seed_spec) if seed_spec is not None else [seed or 0]
+    except ValueError as exc:
+        fail(f"--seeds {seed_spec!r}: {exc}", 2)
     if duration is not None and not duration >= 60:
         fail(f"--duration {duration:g}: must be at least 60 simulated seconds", 2)
     if jobs is not None and jobs < 1:
         fail(f"--jobs {jobs}: must be at least 1", 2)
+    chosen = list(dict.fromkeys(scenarios))
+    if quick:
+        chosen = chosen or [s for s in QUICK_SCENARIOS if s in SCENARIOS]
+        duration = duration or 300.0
 
     started = time.monotonic()
-    results = run(list(dict.fromkeys(scenarios)) or None, list(dict.fromkeys(policies)) or None,
-                  seed=seed, duration=duration, jobs=jobs)
+    with _Bar() as bar:
+        results = run(chosen or None, list(dict.fromkeys(policies)) or None, seeds=seeds, duration=duration,
+                      jobs=jobs, objective=objective, progress=bar)
     wall = time.monotonic() - started
+    rows = aggregate(results)
     verdicts = targets(results)
+    warnings = oracle_warnings(results)
     if as_json:
         click.echo(json.dumps({
-            "seed": seed,
+            "seeds": seeds,
+            "objective": objective,
             "wall_s": round(wall, 1),
-            "results": [r.as_dict() for r in results],
+            "results": rows,
+            "runs": [r.as_dict() for r in results],
             "targets": [{"target": t.name, "ok": t.ok, "detail": t.detail} for t in verdicts],
+            "oracle_warnings": warnings,
         }))
         return
+    _print_table(rows, seeds, objective, verdicts, warnings, len(results), wall)
 
+
+def _with_interval(row: dict[str, Any], name: str, spec: str) -> str:
+    value = row.get(name)
+    if value is None:
+        return "-"
+    ci = row.get("ci95", {}).get(name)
+    if not ci:
+        return format(value, spec)
+    return f"{format(value, spec)}±{format((ci[1] - ci[0]) / 2, spec)}"
+
+
+def _print_table(rows: list[dict[str, Any]], seeds: list[int], objective: str, verdicts: list[Any],
+                 warnings: list[str], pairs: int, wall: float) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    table = Table(title=f"vftune bench, seed {seed} (throughput relative to the oracle)")
-    for heading in ("scenario", "policy", "thpt/oracle", "CPU", "irq/s", "converge s", "changes",
-                    "reconverge s", "changes", "ITR chg/min", "search probes"):
+    seed_text = f"seed {seeds[0]}" if len(seeds) == 1 else f"seeds {','.join(map(str, seeds))} (mean ± 95%)"
+    table = Table(title=f"vftune bench, {seed_text}, oracle objective {objective}")
+    for heading in ("scenario", "policy", "VF geomean", "VF min", "thpt/oracle", "CPU", "CPU/Gb vs default",
+                    "rr mean us", "rr p99 us", "converge s", "reconverge s", "ITR chg/min"):
         names = heading in ("scenario", "policy")
         table.add_column(heading, justify="left" if names else "right", no_wrap=names)
     previous = None
-    for r in results:
-        d = r.as_dict()
-        probes = None
-        if r.policy == "vftune":
-            cold, phase = d.get("search_probes_cold"), d.get("search_probes_phase")
-            probes = f"{_fmt(cold, 'd')}" + (f" / {phase}" if phase is not None else "")
+    for r in rows:
         table.add_row(
-            r.scenario if r.scenario != previous else "", r.policy,
-            _fmt(d["throughput_ratio"], ".3f"), _fmt(d["cpu"], ".3f"), _fmt(d["interrupts_per_s"], ",.0f"),
-            _fmt(d["converge_s"], ".0f"), _fmt(d["converge_probes"], "d"),
-            _fmt(d["reconverge_s"], ".0f"), _fmt(d["reconverge_probes"], "d"),
-            _fmt(d["changes_per_min"], ".2f"), probes or "",
-            style="bold" if r.policy == "vftune" else None,
-            end_section=False,
+            r["scenario"] if r["scenario"] != previous else "", r["policy"],
+            _with_interval(r, "vf_geomean", ".3f"), _with_interval(r, "vf_min", ".3f"),
+            _with_interval(r, "throughput_ratio", ".3f"), _fmt(r["cpu"], ".3f"),
+            _with_interval(r, "cpu_per_gbps_vs_default", ".2f"),
+            _fmt(r["latency_us_mean"], ".1f"), _fmt(r["latency_us_p99"], ".1f"),
+            _fmt(r["converge_s"], ".0f"), _fmt(r["reconverge_s"], ".0f"), _fmt(r["changes_per_min"], ".2f"),
+            style="bold" if r["policy"] == "vftune" else None,
         )
-        previous = r.scenario
+        previous = r["scenario"]
     console = Console()
     if not console.is_terminal:
-        console = Console(width=140)  # a file or a pipe: keep each row on one line
+        console = Console(width=170)  # a file or a pipe: keep each row on one line
     console.print(table)
-    console.print("converge/reconverge: seconds and ITR changes until the worst VF's ITR then held "
-                  "60 s ('-' = never, or no phase change); search probes: vftune's measurements, cold / "
-                  "after a phase change.")
+    console.print("VF geomean / min: each VF's throughput (request/response: response time) against its own "
+                  "oracle's; converge/reconverge: seconds until the worst VF's ITR then held 60 s "
+                  "('-' = never in some seed, or no phase change); paper: Wu & Wang as printed, not a headline peer.")
+    for w in warnings:
+        console.print(f"[bold red]ORACLE WRONG[/]: {w}")
     for t in verdicts:
         console.print(f"{'PASS' if t.ok else 'FAIL'}  {t.name}: {t.detail}")
-    console.print(f"{len(results)} pairs in {wall:.0f} s wall time")
+    console.print(f"{pairs} runs in {wall:.0f} s wall time")

@@ -3,23 +3,47 @@
 from __future__ import annotations
 
 import errno
+import ipaddress
 import logging
+import os
 import signal
 import socket
 import sys
 import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
 
-from vftune.cli.common import fail
-from vftune.config import DEFAULT_SCENARIO, LOG_LEVELS, Listen, RunConfig
+from vftune import paths, sdnotify
+from vftune.cli.common import Number, fail
+from vftune.config import DEFAULT_SCENARIO, LIMITS, LOG_LEVELS, Listen, RunConfig
 
 if TYPE_CHECKING:
     from vftune.hostdriver.base import HostDriver
+    from vftune.store.journal import Journal
 
 log = logging.getLogger("vftune")
 DEFAULTS = RunConfig()
+STOP_JOIN_S = 1.5  # longest a tick in progress may hold up the restore on SIGTERM
+DRAIN_S = 1.5  # then requests in flight get this long; the whole stop stays under 5 s
+EXIT_DEADLINE_S = 4.0  # the latest exit after a stop began, restore permitting
+
+
+def _number(name: str, integer: bool = False) -> Number:
+    _, low, high, low_open = LIMITS[name]
+    return Number(low, high, low_open=low_open, integer=integer)
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 def bind(listen: Listen) -> socket.socket:
@@ -37,14 +61,15 @@ def bind(listen: Listen) -> socket.socket:
     return sock
 
 
-def _open_host(config: RunConfig) -> HostDriver:
+def open_host(config: RunConfig, journal: Journal) -> HostDriver:
     if config.sim is not None:
         from vftune.sim.host import SimHost
 
         return SimHost(config.sim, seed=config.seed, speed=config.speed)
     from vftune.hostdriver.linux.host import LinuxHost
 
-    return LinuxHost(sysfs_root=config.sysfs_root, procfs_root=config.procfs_root, libvirt_uri=config.libvirt)
+    return LinuxHost(sysfs_root=config.sysfs_root, procfs_root=config.procfs_root, libvirt_uri=config.libvirt,
+                     journal=journal)
 
 
 @click.command("run")
@@ -52,21 +77,31 @@ def _open_host(config: RunConfig) -> HostDriver:
               help=f"Run on the simulated host (scenario default: {DEFAULT_SCENARIO}; see `vftune sim list`).")
 @click.option("--scenario-file", "scenario_files", multiple=True, metavar="PATH",
               help="Run on the simulated host described by this TOML file (docs/scenarios.md).")
-@click.option("--speed", type=float, default=DEFAULTS.speed, show_default=True,
+@click.option("--speed", type=_number("speed"), default=DEFAULTS.speed, show_default=True,
               help="Simulated seconds per wall second (sim only).")
-@click.option("--seed", type=int, default=DEFAULTS.seed, show_default=True, help="Simulator seed.")
-@click.option("--for", "run_for", type=float, default=DEFAULTS.run_for, metavar="SECONDS",
+@click.option("--seed", type=_number("seed", integer=True), default=DEFAULTS.seed, show_default=True,
+              help="Simulator seed.")
+@click.option("--for", "run_for", type=_number("run_for"), default=DEFAULTS.run_for, metavar="SECONDS",
               help="Stop cleanly after this many wall seconds (default: until SIGINT/SIGTERM).")
-@click.option("--db", default=DEFAULTS.db, show_default=True, help="SQLite history file.")
-@click.option("--listen", default=DEFAULTS.listen, show_default=True, help="API address HOST:PORT.")
-@click.option("--interval", type=float, default=DEFAULTS.interval, show_default=True,
+@click.option("--db", default=None, metavar="PATH",
+              help="SQLite history and write journal [default: vftune.db in the state directory, "
+                   "/var/lib/vftune for root].")
+@click.option("--listen", default=DEFAULTS.listen, show_default=True,
+              help="API address HOST:PORT. Beyond loopback every endpoint needs the token.")
+@click.option("--token-file", default=None, metavar="PATH",
+              help="The API's bearer token, created 0600 at first start [default: `token` beside --db].")
+@click.option("--interval", type=_number("interval"), default=DEFAULTS.interval, show_default=True,
               help="Seconds of host time per tick.")
 @click.option("--policy", default=DEFAULTS.policy, show_default=True,
               help="Per-VF ITR policy: search, fixed:RATE, observe.")
 @click.option("--pf-mode", default=DEFAULTS.pf_mode, show_default=True,
               help="Per-PF rx mode controller: hybrid, hybrid:CLIFF_PPS, stock.")
-@click.option("--retention", "retention_h", type=float, default=DEFAULTS.retention_h, show_default=True,
-              help="Hours of samples to keep.")
+@click.option("--retention", "retention_h", type=_number("retention_h"), default=DEFAULTS.retention_h,
+              show_default=True, help="Hours of per-tick samples to keep; older ones become 1-minute rows.")
+@click.option("--rollup-days", type=_number("rollup_days"), default=DEFAULTS.rollup_days, show_default=True,
+              help="Days of 1-minute samples, events and decisions to keep.")
+@click.option("--max-db-mb", type=_number("max_db_mb"), default=DEFAULTS.max_db_mb, show_default=True,
+              help="History size cap in MiB; beyond it the oldest rows go first.")
 @click.option("--sysfs-root", default=DEFAULTS.sysfs_root, show_default=True,
               help="Where sysfs is mounted (linux backend).")
 @click.option("--procfs-root", default=DEFAULTS.procfs_root, show_default=True,
@@ -75,7 +110,8 @@ def _open_host(config: RunConfig) -> HostDriver:
               help="libvirt connection for guest ownership (linux backend); 'none' to skip.")
 @click.option("--log-level", type=click.Choice(LOG_LEVELS), default=DEFAULTS.log_level, show_default=True)
 def command(**options: Any) -> None:
-    """Run the agent and its API until stopped; every value it wrote is restored on stop."""
+    """Run the agent and its API until stopped; every value it wrote is restored on stop,
+    and after a crash at the next start."""
     files = options.pop("scenario_files")
     if files:  # the file's scenario becomes the simulated host
         from vftune.cli.sim import register_scenario_files
@@ -83,21 +119,27 @@ def command(**options: Any) -> None:
         if len(files) > 1:
             fail(f"--scenario-file: one host at a time, got {len(files)} files", 2)
         options["sim"] = register_scenario_files(files)[0]
+    if options["db"] is None:
+        del options["db"]
     run(RunConfig(**options))
 
 
-def run(config: RunConfig) -> None:
-    """Everything `vftune run` does, from a validated config to a clean stop."""
+def run(config: RunConfig, host_factory: Callable[[RunConfig, Journal], HostDriver] = open_host) -> None:
+    """Everything `vftune run` does, from a validated config to a clean stop.
+
+    host_factory builds the backend (tests pass one with a recorded netlink source)."""
     import uvicorn
 
     from vftune.agent.loop import Agent, AgentConfig
     from vftune.agent.policies import PolicyError, pf_controller, vf_policy
     from vftune.api.app import create_app
+    from vftune.logsafe import setup as setup_logging
     from vftune.sim.scenarios import SCENARIOS
-    from vftune.store.db import Store, StoreError, check_writable
+    from vftune.store.db import Retention, Store, StoreError, check_writable
+    from vftune.store.journal import Journal, JournalError
 
-    logging.basicConfig(level=config.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-                        stream=sys.stderr)
+    setup_logging(config.log_level)
+    os.umask(0o077)  # history, journal, token: the owner's only
     # Everything that can be wrong with the arguments is found before anything is created.
     try:
         address = config.address()
@@ -105,21 +147,33 @@ def run(config: RunConfig) -> None:
         config.validate(list(SCENARIOS))
     except ValueError as exc:
         fail(str(exc), 2)
+    if config.db == paths.default_db():
+        try:
+            paths.make_private_dir(paths.state_dir())
+        except OSError as exc:
+            fail(f"state directory {paths.state_dir()}: {exc.strerror}; give --db PATH", 2)
     problem = check_writable(config.db)
     if problem:
         fail(problem, 2)
 
     sock = bind(address)
     try:
-        store = Store(config.db)
-    except StoreError as exc:
+        token = paths.ensure_token(Path(config.token_path))
+    except OSError as exc:
+        sock.close()
+        fail(f"--token-file {config.token_path}: cannot create: {exc.strerror}", 2)
+    retention = Retention(raw_s=config.retention_h * 3600, rollup_s=max(config.rollup_days * 86400,
+                          config.retention_h * 3600), max_bytes=int(config.max_db_mb * 1024**2))
+    try:
+        store = Store(config.db, retention)
+        journal = Journal(config.db)
+    except (StoreError, JournalError) as exc:
         sock.close()
         fail(f"--db {config.db}: {exc}", 2)
     try:
-        host = _open_host(config)
-        agent = Agent(host, store, policy_factory, pf_factory,
-                      AgentConfig(interval=config.interval, retention=config.retention_h * 3600))
-        agent.start(config.detail)
+        host = host_factory(config, journal)
+        agent = Agent(host, store, policy_factory, pf_factory, AgentConfig(interval=config.interval))
+        agent.start(config.detail)  # first of all: restore what an unfinished run left
     except PolicyError as exc:
         store.close()
         sock.close()
@@ -128,20 +182,70 @@ def run(config: RunConfig) -> None:
     # An operator reads this once at start: what the agent can only observe here, and why.
     for cap in agent.caps.missing:
         log.warning("capability missing: %s", cap)
-    app = create_app(agent, store)
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off"))
+    public = not is_loopback(address.host)
+    if public:
+        log.warning("--listen %s is not loopback: every endpoint, reads included, needs "
+                    "'Authorization: Bearer' with the token in %s", config.listen, config.token_path)
+    app = create_app(agent, store, token=token, token_for_reads=public)
     stop = threading.Event()
+    stopped = threading.Event()  # the restore is done
+    restored: list[Any] = []
+    crashed: list[BaseException] = []
+    worker: threading.Thread | None = None
+
+    def restore_then_drain() -> None:
+        """SIGTERM's order: the tick loop stops, every written value is put back (and recorded),
+        then the API stops taking requests and gives those in flight DRAIN_S."""
+        sdnotify.notify("STOPPING=1")
+        if worker is not None:
+            worker.join(STOP_JOIN_S)
+        restored.extend(agent.shutdown())
+        stopped.set()
+        server.should_exit = True
+
+    class Server(uvicorn.Server):
+        def handle_exit(self, sig: int, frame: Any) -> None:  # uvicorn's signal handler
+            request_stop()
+
+    server = Server(uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off",
+                                   timeout_graceful_shutdown=int(DRAIN_S) or 1, timeout_keep_alive=2))
+    stop_lock = threading.Lock()
 
     def request_stop(*_: object) -> None:
-        stop.set()
-        server.should_exit = True
-        host.stop()  # wake the agent's sleep where the backend can
+        with stop_lock:
+            if stop.is_set():
+                if not stopped.is_set():
+                    return
+                server.force_exit = True  # a second signal: stop draining
+                return
+            stop.set()
+        host.stop()  # wake the agent's sleep where the backend can; no new writes
+        threading.Thread(target=restore_then_drain, name="vftune-stop", daemon=True).start()
+        threading.Thread(target=exit_by_deadline, name="vftune-exit", daemon=True).start()
 
-    # uvicorn captures SIGINT/SIGTERM while it serves and re-raises them afterwards to the
-    # handlers in place before it: ours, so a signal always ends in the clean stop below.
+    def exit_by_deadline() -> None:
+        """Whatever the API is doing, the process is gone EXIT_DEADLINE_S after the stop began,
+        once the restore is done (the restore is never cut short; TimeoutStopSec leaves margin)."""
+        began = time.monotonic()
+        stopped.wait()
+        time.sleep(max(0.0, EXIT_DEADLINE_S - (time.monotonic() - began)))
+        log.warning("requests still in flight %.1f s after the stop: exiting without them", EXIT_DEADLINE_S)
+        logging.shutdown()
+        os._exit(1 if crashed else 0)
+
     signal.signal(signal.SIGTERM, request_stop)
     signal.signal(signal.SIGINT, request_stop)
-    crashed: list[BaseException] = []
+    pet = sdnotify.watchdog_interval()
+    last_pet = [0.0]
+
+    def heartbeat() -> None:
+        # The tick loop pets systemd's watchdog: a stalled loop gets the service restarted,
+        # and the restart restores from the journal.
+        if pet is not None and time.monotonic() - last_pet[0] >= pet / 2:
+            last_pet[0] = time.monotonic()
+            sdnotify.notify("WATCHDOG=1")
+
+    agent.heartbeat = heartbeat
 
     def run_agent() -> None:
         try:
@@ -159,15 +263,22 @@ def run(config: RunConfig) -> None:
         timer.start()
     bound_host, bound_port = sock.getsockname()[:2]
     log.info("listening on http://%s:%d, backend %s (%s)", bound_host, bound_port, host.name, config.detail)
+    sdnotify.notify(f"READY=1\nSTATUS=tuning {len(agent.inventory.vfs())} VFs on {host.name}")
     try:
         server.run(sockets=[sock])
     finally:
         request_stop()
         if timer:
             timer.cancel()
-        worker.join()
-        restored = agent.shutdown()
+        stopped.wait(STOP_JOIN_S + 3.0)
         host.close()
-        store.close()
-        log.info("stopped; restored %d setting(s)", len(restored))
-    sys.exit(1 if crashed else 0)
+        journal.close()
+        failed = [a for a in restored if not a.ok]
+        log.info("stopped; restored %d setting(s)%s", len(restored) - len(failed),
+                 f", {len(failed)} could not be restored (kept in the journal)" if failed else "")
+        logging.shutdown()
+    # Worker threads of requests still in flight do not hold the exit: everything that
+    # matters (the restore, the journal, the history) is on disk by now.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(1 if crashed else 0)

@@ -10,16 +10,20 @@ import httpx
 from rich.console import Console
 from rich.table import Table
 
+from vftune import paths
 from vftune.cli.common import fail
 from vftune.itr import itr_label
 
 DEFAULT_URL = "http://127.0.0.1:8740"
 
 
-def fetch(url: str) -> dict[str, Any]:
+def fetch(url: str, token_file: str | None = None) -> dict[str, Any]:
     base = url.rstrip("/")
+    # The token is needed when the agent listens beyond loopback; sent whenever it is readable.
+    token = paths.read_token(paths.token_path(None, token_file))
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
     try:
-        with httpx.Client(timeout=5.0) as client:
+        with httpx.Client(timeout=5.0, headers=headers) as client:
             host = client.get(f"{base}/v1/host")
             vfs = client.get(f"{base}/v1/vfs")
     except httpx.HTTPError as exc:
@@ -73,11 +77,18 @@ def render(state: dict[str, Any], console: Console) -> None:
 @click.command("status")
 @click.option("--url", default=DEFAULT_URL, show_default=True, help="The agent's API.")
 @click.option("--json", "as_json", is_flag=True, help="Print {\"host\": ..., \"vfs\": [...]} as JSON.")
-def command(url: str, as_json: bool) -> None:
+@click.option("--token-file", default=None, metavar="PATH",
+              help="The agent's API token [default: `token` in the state directory].")
+def command(url: str, as_json: bool, token_file: str | None) -> None:
     """Show what the running agent sees and has set, per PF and VF."""
-    if not url.startswith(("http://", "https://")):
-        fail(f"--url {url!r}: expected http://HOST:PORT", 2)
-    state = fetch(url)
+    try:
+        parsed = httpx.URL(url)
+        usable = parsed.scheme in ("http", "https") and bool(parsed.host)
+    except (httpx.InvalidURL, TypeError, ValueError):
+        usable = False
+    if not usable:
+        fail(f"--url {url[:80]!r}: expected http://HOST:PORT", 2)
+    state = fetch(url, token_file)
     if as_json:
         click.echo(json.dumps(state, indent=2))
     else:

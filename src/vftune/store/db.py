@@ -8,14 +8,18 @@ clock onto the wall clock at start).
 
 from __future__ import annotations
 
+import logging
 import os
 import sqlite3
 import threading
-from collections.abc import Iterable, Sequence
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from vftune.model import Decision, Inventory, PfSample, VfSample
+from vftune.store.journal import SCHEMA as JOURNAL_SCHEMA
 
 # Each entry upgrades the schema from version i to i + 1. Never edit a released step: append.
 MIGRATIONS: list[str] = [
@@ -64,31 +68,86 @@ MIGRATIONS: list[str] = [
         uuid TEXT, operation TEXT NOT NULL, vfs TEXT NOT NULL, source TEXT NOT NULL
     );
     """,
+    # The durable write journal (store/journal.py) and how each run ended.
+    JOURNAL_SCHEMA + """
+    ALTER TABLE runs ADD COLUMN end_state TEXT;
+    """,
+    # Samples beyond the raw window, one row per VF and minute (t = the minute's end). Rows of
+    # every history table arrive in time order, so retention deletes from the rowid head.
+    """
+    CREATE TABLE samples_1m (
+        t REAL NOT NULL, pci TEXT NOT NULL, dt REAL NOT NULL,
+        rx_pps REAL NOT NULL, rx_bps REAL NOT NULL, tx_pps REAL NOT NULL, tx_bps REAL NOT NULL,
+        interrupts_per_s REAL, itr INTEGER NOT NULL, guest_cpu REAL, fresh INTEGER NOT NULL,
+        last_t REAL NOT NULL
+    );
+    CREATE UNIQUE INDEX samples_1m_pci_t ON samples_1m (pci, t);
+    """,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
+SAMPLE_COLUMNS = "t, dt, rx_pps, rx_bps, tx_pps, tx_bps, interrupts_per_s, itr, guest_cpu, fresh"
+log = logging.getLogger("vftune.store")
 
 
 class StoreError(Exception):
     """The database cannot be opened or is from a newer vftune."""
 
 
+@dataclass(frozen=True)
+class Retention:
+    """How long each kind of row is kept, and how large the file may grow."""
+
+    raw_s: float = 24 * 3600.0  # per-tick samples
+    rollup_s: float = 30 * 86400.0  # 1-minute rows of samples, and events and decisions
+    max_bytes: int = 2 * 1024**3  # live pages; beyond this the oldest rows go first
+    batch_rows: int = 5000  # rows per DELETE: the writer lock is never held long
+    budget_s: float = 0.25  # wall time one maintain() call may spend
+
+
 def _text(value: Any) -> str | None:
     return None if value is None else str(value)
 
 
-class Store:
-    def __init__(self, path: str | os.PathLike[str]) -> None:
-        self.path = Path(path)
-        # One connection shared by the agent thread and the API; the lock serialises use.
-        self._lock = threading.Lock()
+def _is_full(exc: sqlite3.Error) -> bool:
+    code = getattr(exc, "sqlite_errorcode", None)
+    return code in (sqlite3.SQLITE_FULL, sqlite3.SQLITE_IOERR) or "full" in str(exc) or "disk I/O" in str(exc)
+
+
+def _private(path: Path) -> None:
+    """The history names guests and UUIDs: the file and its -wal/-shm are the owner's only."""
+    for p in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
         try:
-            self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
+            if p.exists() and p.stat().st_mode & 0o077:
+                p.chmod(0o600)
+        except OSError:
+            pass
+
+
+class Store:
+    def __init__(self, path: str | os.PathLike[str], retention: Retention | None = None) -> None:
+        self.path = Path(path)
+        self.retention = retention or Retention()
+        self._memory = str(path) == ":memory:"
+        # The agent's thread writes through one connection under _lock; each API thread reads
+        # through its own (WAL readers never wait for the writer, nor it for them).
+        self._lock = threading.Lock()
+        self._local = threading.local()  # a reader connection closes with its thread
+        self.degraded: str | None = None  # why recording stopped (disk full), for /healthz
+        self._retry_at = 0.0
+        try:
+            if not self._memory and not self.path.exists():
+                os.close(os.open(self.path, os.O_WRONLY | os.O_CREAT, 0o600))
+            self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None, timeout=5.0)
             self._db.row_factory = sqlite3.Row
+            # A new file returns freed pages to the filesystem in maintain(); set before any table.
+            self._db.execute("PRAGMA auto_vacuum=INCREMENTAL")
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=NORMAL")
             self._migrate()
         except sqlite3.Error as exc:
             raise StoreError(f"cannot open database {self.path}: {exc}") from None
+        if not self._memory:
+            _private(self.path)
 
     def _migrate(self) -> None:
         version = self._db.execute("PRAGMA user_version").fetchone()[0]
@@ -110,9 +169,32 @@ class Store:
 
     # -- writes -------------------------------------------------------------
 
+    def _write(self, what: str, work: Callable[[], Any]) -> Any:
+        """Run one write transaction; a full disk stops recording (the agent keeps tuning and
+        restoring) and is retried a minute later instead of raising into the tick."""
+        if self.degraded is not None and time.monotonic() < self._retry_at:
+            return None
+        try:
+            with self._lock, self._db:
+                self._db.execute("BEGIN")
+                result = work()
+        except sqlite3.Error as exc:
+            if not _is_full(exc):
+                raise
+            if self.degraded is None:
+                log.error("history not recorded: %s while writing %s; tuning and restoring go on", exc, what)
+            self.degraded = f"history not recorded: {exc} (writing {what})"
+            self._retry_at = time.monotonic() + 60.0
+            return None
+        if self.degraded is not None:
+            log.warning("history recorded again after: %s", self.degraded)
+            self.degraded = None
+        if not self._memory:
+            _private(self.path)
+        return result
+
     def record_inventory(self, inv: Inventory, t: float) -> None:
-        with self._lock, self._db:
-            self._db.execute("BEGIN")
+        def work() -> None:
             self._db.execute("DELETE FROM pfs")
             self._db.execute("DELETE FROM vfs")
             self._db.executemany(
@@ -131,6 +213,8 @@ class Store:
                 ],
             )
 
+        self._write("inventory", work)
+
     def record_tick(
         self,
         t: float,
@@ -139,8 +223,7 @@ class Store:
         decisions: Iterable[Decision],
     ) -> None:
         """One transaction per tick: a reader never sees half a tick."""
-        with self._lock, self._db:
-            self._db.execute("BEGIN")
+        def work() -> None:
             self._db.executemany(
                 "INSERT INTO samples VALUES (?,?,?,?,?,?,?,?,?,?,?)",
                 [
@@ -157,10 +240,12 @@ class Store:
             )
             self._insert_decisions(decisions)
 
+        self._write("a tick", work)
+
     def record_decisions(self, decisions: Iterable[Decision]) -> None:
-        with self._lock, self._db:
-            self._db.execute("BEGIN")
-            self._insert_decisions(decisions)
+        rows = list(decisions)
+        if rows:
+            self._write("decisions", lambda: self._insert_decisions(rows))
 
     def _insert_decisions(self, decisions: Iterable[Decision]) -> None:
         self._db.executemany(
@@ -174,74 +259,196 @@ class Store:
         )
 
     def record_cost_fit(self, t: float, alpha: float, beta: float, gamma: float, rows: int) -> None:
-        with self._lock, self._db:
-            self._db.execute("INSERT INTO cost_fits VALUES (?,?,?,?,?)", (t, alpha, beta, gamma, rows))
+        self._write("a cost fit", lambda: self._db.execute("INSERT INTO cost_fits VALUES (?,?,?,?,?)",
+                                                           (t, alpha, beta, gamma, rows)))
 
     def record_guest_event(self, t: float, guest: str, uuid: str | None, operation: str,
                            vfs: Sequence[str], source: str) -> int:
-        with self._lock, self._db:
+        def work() -> int:
             cur = self._db.execute(
                 "INSERT INTO guest_events (t, guest, uuid, operation, vfs, source) VALUES (?,?,?,?,?,?)",
                 (t, guest, uuid, operation, " ".join(vfs), source),
             )
             return int(cur.lastrowid or 0)
 
-    def guest_events(self, since: float, until: float, limit: int) -> list[dict[str, Any]]:
-        rows = self._rows(
-            "SELECT * FROM guest_events WHERE t >= ? AND t <= ? ORDER BY id DESC LIMIT ?", (since, until, limit)
-        )
-        for r in rows:
-            r["vfs"] = r["vfs"].split()
-        return rows[::-1]
+        return int(self._write("a guest event", work) or 0)
 
     def start_run(self, t: float, backend: str, detail: str) -> int:
-        with self._lock, self._db:
-            cur = self._db.execute(
-                "INSERT INTO runs (started, backend, detail) VALUES (?,?,?)", (t, backend, detail)
-            )
+        def work() -> int:
+            cur = self._db.execute("INSERT INTO runs (started, backend, detail) VALUES (?,?,?)", (t, backend, detail))
             return int(cur.lastrowid or 0)
 
-    def stop_run(self, run_id: int, t: float) -> None:
-        with self._lock, self._db:
-            self._db.execute("UPDATE runs SET stopped = ? WHERE id = ?", (t, run_id))
+        return int(self._write("the run record", work) or 0)
+
+    def stop_run(self, run_id: int, t: float, end_state: str = "clean") -> None:
+        self._write("the run record", lambda: self._db.execute(
+            "UPDATE runs SET stopped = ?, end_state = ? WHERE id = ?", (t, end_state, run_id)))
+
+    def unfinished_runs(self) -> list[tuple[int, float]]:
+        """Runs that never recorded a stop: (id, started), oldest first."""
+        return [(int(r["id"]), float(r["started"]))
+                for r in self._rows("SELECT id, started FROM runs WHERE stopped IS NULL ORDER BY id")]
+
+    # -- retention ------------------------------------------------------------
 
     def prune(self, before: float) -> int:
-        """Drop samples older than `before`; decisions are kept (they are few and they explain)."""
-        with self._lock, self._db:
-            self._db.execute("BEGIN")
-            n = self._db.execute("DELETE FROM samples WHERE t < ?", (before,)).rowcount
-            n += self._db.execute("DELETE FROM pf_samples WHERE t < ?", (before,)).rowcount
-            return n
+        """Drop raw samples older than `before` (rolled up to 1-minute rows first), all of them."""
+        n = 0
+        while True:
+            done = self._roll_up_and_drop(before)
+            n += done
+            if done == 0:
+                return n
+
+    def _batch(self, sql: str, args: Sequence[Any]) -> int:
+        result = self._write("retention", lambda: self._db.execute(sql, args).rowcount)
+        return int(result or 0)
+
+    def _roll_up_and_drop(self, before: float) -> int:
+        """One batch of the oldest raw samples before `before` (whole minutes only, so a minute
+        is rolled up from all its rows at once): averaged into samples_1m, then deleted."""
+        cutoff = (before // 60) * 60
+
+        def work() -> int:
+            nth = self._db.execute("SELECT t FROM samples WHERE t < ? ORDER BY t LIMIT 1 OFFSET ?",
+                                   (cutoff, self.retention.batch_rows)).fetchone()
+            upto = cutoff
+            if nth is not None:
+                first = self._db.execute("SELECT MIN(t) FROM samples").fetchone()[0]
+                upto = min(cutoff, max((nth[0] // 60) * 60, (first // 60) * 60 + 60))
+            # The bare itr column takes the value of the minute's last row (SQLite: one max()).
+            self._db.execute(
+                "INSERT OR REPLACE INTO samples_1m SELECT (CAST(t / 60 AS INTEGER) + 1) * 60, pci, SUM(dt),"
+                " AVG(rx_pps), AVG(rx_bps), AVG(tx_pps), AVG(tx_bps), AVG(interrupts_per_s), itr,"
+                " AVG(guest_cpu), SUM(fresh) = COUNT(*), MAX(t) FROM samples WHERE t < ?"
+                " GROUP BY pci, CAST(t / 60 AS INTEGER)", (upto,))
+            n = self._db.execute("DELETE FROM samples WHERE t < ?", (upto,)).rowcount
+            return int(n)
+
+        return int(self._write("retention", work) or 0)
+
+    def maintain(self, now: float) -> int:
+        """Retention in small batches within one time budget; called from the tick, so it never
+        holds the writer for long. Returns rows removed; the next call goes on where this stopped."""
+        r = self.retention
+        deadline = time.monotonic() + r.budget_s
+        removed = 0
+        steps: list[Callable[[], int]] = [
+            lambda: self._roll_up_and_drop(now - r.raw_s),
+            lambda: self._drop_head("pf_samples", "rowid", now - r.raw_s),
+            lambda: self._drop_head("samples_1m", "rowid", now - r.rollup_s),
+            lambda: self._drop_head("decisions", "id", now - r.rollup_s),
+            lambda: self._drop_head("guest_events", "id", now - r.rollup_s),
+            lambda: self._drop_head("cost_fits", "rowid", now - r.rollup_s),
+        ]
+        for step in steps:
+            while time.monotonic() < deadline:
+                n = step()
+                removed += n
+                if n == 0:
+                    break
+        while self.live_bytes() > r.max_bytes and time.monotonic() < deadline:
+            n = self._drop_oldest()
+            removed += n
+            if n == 0:
+                break
+        if not self._memory and time.monotonic() < deadline:
+            self._write("retention", lambda: self._db.execute("PRAGMA incremental_vacuum(2000)").fetchall())
+        return removed
+
+    def _drop_head(self, table: str, key: str, before: float | None) -> int:
+        """Delete up to batch_rows of the table's first rows (by rowid: time order) older than
+        `before` (None: whatever their age). Cheap: the head is found by the rowid, not a scan."""
+        age = "" if before is None else " AND t < ?"
+        args: tuple[Any, ...] = (self.retention.batch_rows,) + (() if before is None else (before,))
+        return self._batch(f"DELETE FROM {table} WHERE {key} IN (SELECT {key} FROM {table} ORDER BY {key} LIMIT ?)"
+                           f"{age}", args)
+
+    def _drop_oldest(self) -> int:
+        """Over the size cap: the head of whichever history table starts earliest."""
+        heads = []
+        for table, key in (("samples_1m", "rowid"), ("samples", "rowid"), ("decisions", "id"),
+                           ("guest_events", "id"), ("pf_samples", "rowid")):
+            row = self._rows(f"SELECT t FROM {table} ORDER BY {key} LIMIT 1")
+            if row:
+                heads.append((row[0]["t"], table, key))
+        if not heads:
+            return 0
+        _, table, key = min(heads)
+        if table == "samples":
+            # Raw samples still roll up: the minutes they cover stay in the history.
+            first = self._rows("SELECT MIN(t) AS t FROM samples")[0]["t"]
+            return self._roll_up_and_drop(first + 120.0)
+        return self._drop_head(table, key, None)
+
+    def live_bytes(self) -> int:
+        page, count, free = (self._rows(f"PRAGMA {p}")[0] for p in ("page_size", "page_count", "freelist_count"))
+        return int((list(count.values())[0] - list(free.values())[0]) * list(page.values())[0])
 
     # -- reads --------------------------------------------------------------
 
-    def _rows(self, sql: str, args: Sequence[Any] = ()) -> list[dict[str, Any]]:
-        with self._lock:
-            return [dict(r) for r in self._db.execute(sql, args).fetchall()]
+    def _reader(self) -> sqlite3.Connection:
+        con: sqlite3.Connection | None = getattr(self._local, "con", None)
+        if con is None:
+            con = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None, timeout=5.0)
+            con.row_factory = sqlite3.Row
+            con.execute("PRAGMA query_only=1")
+            self._local.con = con
+        return con
 
-    def samples(self, pci: str, since: float, until: float, limit: int) -> list[dict[str, Any]]:
-        # Newest `limit` rows of the window, returned oldest first.
+    def _rows(self, sql: str, args: Sequence[Any] = ()) -> list[dict[str, Any]]:
+        if self._memory or threading.current_thread() is threading.main_thread():
+            with self._lock:
+                return [dict(r) for r in self._db.execute(sql, args).fetchall()]
+        return [dict(r) for r in self._reader().execute(sql, args).fetchall()]
+
+    def samples(self, pci: str, since: float, until: float, limit: int,
+                exclusive: bool = False) -> list[dict[str, Any]]:
+        """The newest `limit` samples of the window, oldest first: raw rows, then 1-minute rows
+        for the part of the window older than the raw ones."""
+        op = "<" if exclusive else "<="
         rows = self._rows(
-            "SELECT * FROM samples WHERE pci = ? AND t >= ? AND t <= ? ORDER BY t DESC LIMIT ?",
+            f"SELECT {SAMPLE_COLUMNS} FROM samples WHERE pci = ? AND t >= ? AND t {op} ? ORDER BY t DESC LIMIT ?",
             (pci, since, until, limit),
         )
+        if len(rows) < limit:
+            older = rows[-1]["t"] if rows else until
+            rolled = self._rows(
+                f"SELECT {SAMPLE_COLUMNS} FROM samples_1m WHERE pci = ? AND t >= ?"
+                f" AND t {'<' if exclusive and not rows else '<='} ?"
+                " ORDER BY t DESC LIMIT ?", (pci, since, older, limit - len(rows)))
+            rows.extend(rolled)
         for r in rows:
             r["fresh"] = bool(r["fresh"])
         return rows[::-1]
 
     def decisions(
-        self, target: str | None, since: float, until: float, limit: int
+        self, target: str | None, since: float, until: float, limit: int, before_id: int | None = None
     ) -> list[dict[str, Any]]:
         where = "t >= ? AND t <= ?"
-        args: list[float | str] = [since, until]
+        args: list[float | str | int] = [since, until]
         if target is not None:
             where += " AND target = ?"
             args.append(target)
+        if before_id is not None:
+            where += " AND id < ?"
+            args.append(before_id)
+        # One target: its (target, t) index gives the newest rows first, no sort of the window.
+        order = "t DESC, id DESC" if target is not None else "id DESC"
         rows = self._rows(
-            f"SELECT * FROM decisions WHERE {where} ORDER BY id DESC LIMIT ?", (*args, limit)
+            f"SELECT * FROM decisions WHERE {where} ORDER BY {order} LIMIT ?", (*args, limit)
         )
         for r in rows:
             r["ok"] = bool(r["ok"])
+        return rows[::-1]
+
+    def guest_events(self, since: float, until: float, limit: int, before_id: int | None = None) -> list[dict[str, Any]]:
+        rows = self._rows(
+            "SELECT * FROM guest_events WHERE t >= ? AND t <= ? AND id < ? ORDER BY id DESC LIMIT ?",
+            (since, until, before_id if before_id is not None else 2**62, limit),
+        )
+        for r in rows:
+            r["vfs"] = r["vfs"].split()
         return rows[::-1]
 
     def latest_cost_fit(self) -> dict[str, Any] | None:
@@ -249,7 +456,8 @@ class Store:
         return rows[0] if rows else None
 
     def count(self, table: str) -> int:
-        if table not in {"samples", "pf_samples", "decisions", "vfs", "pfs", "runs", "cost_fits", "guest_events"}:
+        if table not in {"samples", "samples_1m", "pf_samples", "decisions", "vfs", "pfs", "runs", "cost_fits",
+                         "guest_events", "journal"}:
             raise ValueError(f"unknown table {table!r}")
         return int(self._rows(f"SELECT COUNT(*) AS n FROM {table}")[0]["n"])
 

@@ -5,17 +5,31 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from fastapi import APIRouter, Depends
+from fastapi import APIRouter, Depends, Response
 
 from vftune.api import models
-from vftune.api.deps import PCI_ADDRESS, AgentHandle, BadParameter, Window, agent, store, time_window
+from vftune.api.auth import require_token
+from vftune.api.deps import (
+    PCI_ADDRESS,
+    AgentHandle,
+    BadParameter,
+    Window,
+    agent,
+    set_next_cursor,
+    store,
+    store_reads,
+    time_window,
+)
 from vftune.store.db import Store
 
 router = APIRouter()
 
 
 @router.post("/v1/events", status_code=202, response_model=models.GuestEventOut,
-             responses={422: {"model": models.ErrorBody}})
+             dependencies=[Depends(require_token)],
+             responses={400: {"model": models.ErrorBody}, 401: {"model": models.ErrorBody},
+                        403: {"model": models.ErrorBody},
+                        413: {"model": models.ErrorBody}, 422: {"model": models.ErrorBody}})
 def guest_event(
     event: models.GuestEventIn, handle: AgentHandle = Depends(agent), db: Store | None = Depends(store),
 ) -> Any:
@@ -32,6 +46,11 @@ def guest_event(
     return {"id": event_id, "t": t, **event.model_dump()}
 
 
-@router.get("/v1/events", response_model=list[models.GuestEventOut])
-def guest_events(w: Window = Depends(time_window), db: Store | None = Depends(store)) -> Any:
-    return db.guest_events(w.since, w.until, w.limit) if db else []
+@router.get("/v1/events", response_model=list[models.GuestEventOut],
+            responses={422: {"model": models.ErrorBody}})
+def guest_events(response: Response, w: Window = Depends(time_window), db: Store | None = Depends(store)) -> Any:
+    """Newest `limit` events of the window, oldest first; X-Next-Cursor pages to older ones."""
+    with store_reads:
+        rows = db.guest_events(w.since, w.until, w.limit, w.cursor_id()) if db else []
+    set_next_cursor(response, rows, w.limit, "id")
+    return rows

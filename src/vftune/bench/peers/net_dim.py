@@ -1,27 +1,32 @@
-"""``net_dim``: Linux DIM, a port of lib/dim/net_dim.c and lib/dim/dim.c (6.1).
+"""``net_dim``: Linux DIM as a guest driver runs it, a port of lib/dim/net_dim.c and dim.c (6.1).
 
 A decision every 64 events, 10% significance, bytes/ms then packets/ms then events/ms, the
 PARKING_ON_TOP / PARKING_TIRED / GOING_LEFT / GOING_RIGHT tuner with a tired counter of 10,
-its five rx profiles mapped to 82599 rates (1e6/usec; the profiles' packet counts have no
-82599 equivalent and are dropped).
+five profiles. Two profile tables, mapped to 82599 rates (1e6/usec, clamped to 956..488281/s;
+the profiles' packet counts have no 82599 equivalent and are dropped):
+- ``ice``: Intel ice's rx table, 2 / 8 / 16 / 62 / 126 us (`net_dim`, the headline peer);
+- ``cqe``: mlx5's CQE table, 2 / 8 / 16 / 32 / 64 us (`net_dim-cqe`).
+The profile index starts at 1 (NET_DIM_DEF_PROFILE_CQE, ICE_DIM_DEFAULT_PROFILE_IX).
 
-Counters: these algorithms run per interrupt in a driver with exact counters; here they see
-one VfSample per tick. They are fed only on samples whose counters were refreshed, with the
-counts accumulated since the previous refresh, so stale per-VF counters do not fool them.
+Where it runs: in the guest, per interrupt, on the driver's own ring counters (exact, never the
+host's 2-s VF counter refresh). GuestNetDim takes the place of ixgbevf's adaptive ITR in the
+simulated guest (bench/groundtruth.py feeds it every simulator step, 0.25 s): each step it ends the
+measurement that 64 events completed and decides, and the profile is applied at once, as
+the driver's work item does. One vector carries a VF's rx and tx rings on the 82599, so DIM
+counts both rings' packets and bytes.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
-from vftune.agent.policy import VfPolicy
-from vftune.itr import same_itr
-from vftune.model import Capabilities, ItrDecision, VfSample
+from vftune.itr import ITR_MAX_RATE, ITR_MIN_RATE, quantize_itr
 
 DIM_NEVENTS = 64
 NET_DIM_PARAMS_NUM_PROFILES = 5
 NET_DIM_DEF_PROFILE = 1  # NET_DIM_DEF_PROFILE_CQE == NET_DIM_DEF_PROFILE_EQE == 1
-RX_PROFILE_USECS = {"eqe": (1, 8, 64, 128, 256), "cqe": (2, 8, 16, 32, 64)}
+RX_PROFILE_USECS = {"ice": (2, 8, 16, 62, 126), "cqe": (2, 8, 16, 32, 64)}
 
 # enum dim_state, dim_tune_state, dim_stats_state, dim_step_result
 DIM_START_MEASURE, DIM_MEASURE_IN_PROGRESS, DIM_APPLY_NEW_PROFILE = 0, 1, 2
@@ -191,51 +196,45 @@ class NetDim:
         self.state = DIM_START_MEASURE
 
 
-class NetDimPolicy(VfPolicy):
-    """net_dim driving a VF's ITR."""
 
-    name = "net_dim"
 
-    def __init__(self, pci: str, caps: Capabilities, cq_period_mode: str = "eqe") -> None:
-        if cq_period_mode not in RX_PROFILE_USECS:
-            raise ValueError(f"cq_period_mode must be eqe or cqe, got {cq_period_mode!r}")
-        self.pci = pci
-        self.itrs = tuple(
-            int(min(caps.itr_max, max(caps.itr_min, 1e6 / u))) for u in RX_PROFILE_USECS[cq_period_mode]
-        )
+class GuestNetDim:
+    """net_dim in a guest's driver for one VF's vector: fed the VF's rates as they happen."""
+
+    def __init__(self, table: str = "ice") -> None:
+        if table not in RX_PROFILE_USECS:
+            raise ValueError(f"DIM profile table must be one of {', '.join(RX_PROFILE_USECS)}, got {table!r}")
+        self.table = table
+        self.rates = tuple(int(min(ITR_MAX_RATE, max(ITR_MIN_RATE, 1e6 / u))) for u in RX_PROFILE_USECS[table])
         self.dim = NetDim()
+        self.dim.profile_applied()  # the driver applies the default profile at open
+        self.decisions = 0
+        self._time_us = 0.0
         self._packets = 0.0
         self._bytes = 0.0
         self._events = 0.0
-        self._applied = False
 
     @property
     def itr(self) -> int:
-        return self.itrs[self.dim.profile_ix]
+        """The rate the vector runs now: the profile in force."""
+        return quantize_itr(self.rates[self.dim.profile_ix])
 
-    def step(self, s: VfSample) -> ItrDecision | None:
-        self._packets += (s.rx_pps + s.tx_pps) * s.dt
-        self._bytes += s.throughput_bps * s.dt / 8.0
-        if s.interrupts is not None:
-            self._events += s.interrupts
-        else:  # posted interrupts: at most one per packet, at most the ITR
-            self._events += min(s.rx_pps + s.tx_pps, s.itr or self.itr) * s.dt
-        if not self._applied:  # the driver applies the default profile at open
-            self._applied = True
+    def _sample(self) -> DimSample:
+        return DimSample(int(self._time_us) & 0xFFFFFFFF, int(self._packets) & 0xFFFFFFFF,
+                         int(self._bytes) & 0xFFFFFFFF, int(self._events) & 0xFFFF)
+
+    def observe(self, rates: Any, seconds: float) -> None:
+        """`seconds` of the vector at these rates (a simulator step's VfRates)."""
+        if self.dim.state == DIM_START_MEASURE:
+            self.dim.net_dim(self._sample())  # the first interrupt after a profile change
+        self._time_us += seconds * 1e6
+        self._packets += (rates.rx_pps + rates.tx_pps) * seconds
+        self._bytes += (rates.rx_Bps + rates.tx_Bps) * seconds
+        self._events += rates.interrupts_per_s * seconds
+        if self.dim.net_dim(self._sample()):
+            self.decisions += 1
             self.dim.profile_applied()
-            if not same_itr(s.itr, self.itr):
-                return ItrDecision(self.itr, f"net_dim: default profile {self.dim.profile_ix} ({self.itr}/s)")
-        if not s.fresh:
-            return None
-        if self.dim.state == DIM_APPLY_NEW_PROFILE:
-            self.dim.profile_applied()
-        end = DimSample(
-            time_us=int(round(s.t * 1e6)) & 0xFFFFFFFF,
-            pkt_ctr=int(self._packets) & 0xFFFFFFFF,
-            byte_ctr=int(self._bytes) & 0xFFFFFFFF,
-            event_ctr=int(self._events) & 0xFFFF,
-        )
-        if self.dim.net_dim(end):
-            state = TUNE_STATE_NAMES[self.dim.tune_state]
-            return ItrDecision(self.itr, f"net_dim: profile {self.dim.profile_ix} ({self.itr}/s), {state}")
-        return None
+
+    def update(self, rx_bytes: float, tx_bytes: float, interrupts: float) -> None:
+        """The simulator's call for ixgbevf's adaptive ITR, whose place this takes: DIM is fed
+        through observe(), which sees packets too."""

@@ -8,15 +8,17 @@ psutil can only be pointed elsewhere through a process-wide global.
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
 import psutil
 
 from vftune.hostdriver.base import HostError
-from vftune.hostdriver.linux.sysfs_io import describe_oserror
+from vftune.hostdriver.linux.sysfs_io import read_source
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+_COUNT = re.compile(r"[0-9]{1,20}")
 
 
 @dataclass(frozen=True)
@@ -25,26 +27,39 @@ class HostCpu:
     cpus: int
 
 
-def parse_proc_stat(text: str) -> HostCpu:
+def _count(text: str, what: str) -> int:
+    if not _COUNT.fullmatch(text):
+        raise HostError(f"{what}: {text[:30]!r} is not a count")
+    return int(text)
+
+
+def parse_proc_stat(text: str, where: str = "/proc/stat") -> HostCpu:
+    """Raises HostError naming `where` and the problem; nothing else."""
     irq = None
     cpus = 0
     for line in text.splitlines():
         if line.startswith("cpu "):
             fields = line.split()
+            if len(fields) < 8:
+                raise HostError(f"{where}: aggregate 'cpu' line has {len(fields) - 1} fields, not >= 7")
             # user nice system idle iowait irq softirq ...
-            irq = (int(fields[6]) + int(fields[7])) / CLOCK_TICKS
+            irq = (_count(fields[6], f"{where} irq") + _count(fields[7], f"{where} softirq")) / CLOCK_TICKS
         elif line.startswith("cpu"):
             cpus += 1
     if irq is None:
-        raise HostError("/proc/stat: no aggregate 'cpu' line")
+        raise HostError(f"{where}: no aggregate 'cpu' line")
     return HostCpu(irq, max(cpus, 1))
 
 
-def parse_pid_stat(text: str) -> float:
-    """utime + stime of a /proc/<pid>/stat line, in seconds (comm may hold spaces and parens)."""
-    after_comm = text[text.rindex(")") + 2:].split()
+def parse_pid_stat(text: str, where: str = "stat") -> float:
+    """utime + stime of a /proc/<pid>/stat line, in seconds (comm may hold spaces and parens).
+    Raises HostError naming `where` and the problem; nothing else."""
+    head, paren, tail = text.rpartition(")")
+    after_comm = tail.split()
     # Fields after comm start at field 3 (state); utime and stime are fields 14 and 15.
-    return (int(after_comm[11]) + int(after_comm[12])) / CLOCK_TICKS
+    if not paren or len(after_comm) < 13:
+        raise HostError(f"{where}: not a /proc/<pid>/stat line")
+    return (_count(after_comm[11], f"{where} utime") + _count(after_comm[12], f"{where} stime")) / CLOCK_TICKS
 
 
 class ProcessCpu:
@@ -65,9 +80,4 @@ class ProcessCpu:
                 self._procs.pop(pid, None)
                 raise HostError(f"process {pid}: {exc.__class__.__name__}") from None
         path = self.procfs_root / str(pid) / "stat"
-        try:
-            return parse_pid_stat(path.read_text())
-        except OSError as exc:
-            raise HostError(describe_oserror(path, exc)) from None
-        except (ValueError, IndexError):
-            raise HostError(f"{path}: unexpected format") from None
+        return parse_pid_stat(read_source(path), str(path))

@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from vftune.hostdriver.base import HostDriver, HostError, WriteJournal
+from vftune.hostdriver.base import HostDriver, HostError
 from vftune.hostdriver.linux import patched_attrs as pa
 from vftune.hostdriver.linux.counter_health import CounterHealth
 from vftune.hostdriver.linux.cpu import ProcessCpu, parse_proc_stat
@@ -25,9 +25,10 @@ from vftune.hostdriver.linux.libvirt_guests import GuestDirectory, GuestView
 from vftune.hostdriver.linux.netlink_vfstats import LinkStats, as_source, parse_link
 from vftune.hostdriver.linux.proc_interrupts import InterruptCounts, parse_interrupts
 from vftune.hostdriver.linux.sysfs_inventory import PfDevice, SysfsScan, scan
-from vftune.hostdriver.linux.sysfs_io import describe_oserror, read_optional, read_text, write_text
+from vftune.hostdriver.linux.sysfs_io import as_count, read_optional, read_source, read_text, write_text
 from vftune.itr import itr_to_usecs, usecs_to_itr
 from vftune.model import RX_MODES, Applied, Capabilities, Inventory, PfCounters, SettingValue, Snapshot, VfCounters
+from vftune.store.journal import Journal, JournalEntry, JournalError, TargetGone
 
 log = logging.getLogger("vftune.linux")
 
@@ -40,29 +41,10 @@ PATCHED_REFRESH_S = 0.01  # patched PF: one hardware read per VF per 10 ms
 STOCK_REFRESH_S = 2.0  # stock ixgbe service task
 
 
-# What restore() needs to put one write back, as first written.
-@dataclasses.dataclass(frozen=True)
-class SysfsWrite:
-    path: str
-    old: str
-
-
-@dataclasses.dataclass(frozen=True)
-class VfItrWrite:
-    path: str  # the patched PF's per-VF itr_usecs
-    old_request: str
-    ran_usecs: int  # what the VF reported applying before vftune's first request
-
-
-@dataclasses.dataclass(frozen=True)
-class GuestAgentWrite:
-    vf: str
-    guest: str
-    ifname: str  # the VF's interface inside the guest
-    usecs: int  # what restore() asks the guest for
-
-
-LinuxWrite = SysfsWrite | VfItrWrite | GuestAgentWrite
+# Journal entry kinds (store/journal.py): what restore() needs to put one write back.
+KIND_SYSFS = "sysfs"  # payload: root ("sysfs"/"procfs"/""), path under it, old text
+KIND_VF_ITR = "vf_itr"  # payload: root, path of the patched PF's per-VF itr_usecs, old_request, ran_usecs
+KIND_GUEST_AGENT = "guest_agent"  # payload: vf, guest, ifname, usecs to ask for on restore
 
 
 class LinuxHost(HostDriver):
@@ -80,12 +62,14 @@ class LinuxHost(HostDriver):
         clock: Callable[[], float] = time.monotonic,
         sleeper: Callable[[float], None] = time.sleep,
         libvirt_wait_s: float = 5.0,
+        journal: Journal | None = None,
         counter_refresh: EthtoolStatsRefresher | None = None,
     ) -> None:
         """netlink: None opens pyroute2's IPRoute; an IPRoute (e.g. in a netns) or any object with
         link_reply(ifname) -> wire bytes is used instead.
         guest_agent_itr: VF PCI address -> interface name inside its guest, for guests whose
         ITR is pushed through the QEMU guest agent (off unless listed).
+        journal: where originals are kept until restored; None keeps them in this process only.
         counter_refresh: reads stock PFs' ethtool statistics so VF counters are fresh each
         snapshot (ethtool_stats.py); None opens one in this network namespace."""
         self.sysfs_root = Path(sysfs_root)
@@ -96,7 +80,11 @@ class LinuxHost(HostDriver):
         self._clock = clock
         self._sleeper = sleeper
         self._libvirt_wait_s = libvirt_wait_s
-        self._journal: WriteJournal[LinuxWrite] = WriteJournal()
+        self._journal = journal if journal is not None else Journal.memory()
+        self._journal.register(KIND_SYSFS, self._restore_sysfs_entry)
+        self._journal.register(KIND_VF_ITR, self._restore_vf_itr_entry)
+        self._journal.register(KIND_GUEST_AGENT, self._restore_guest_agent_entry)
+        self._stopping = False  # set by stop(): no write after the final restore has begun
         self._gstats = counter_refresh if counter_refresh is not None else EthtoolStatsRefresher()
         self._cpu = ProcessCpu(self.procfs_root)
         self._scan: SysfsScan | None = None
@@ -199,6 +187,7 @@ class LinuxHost(HostDriver):
             napi_budget=napi_budget,
             counter_refresh_s=self._refresh_s(sysfs),
             missing=tuple(missing),
+            vf_itr_unsupported_pfs=() if self._guest_agent_itr else tuple(d.name for d in devs if not d.patched_itr),
         )
 
     # -- sampling ---------------------------------------------------------------------
@@ -216,21 +205,21 @@ class LinuxHost(HostDriver):
         errors: list[str] = []
         t = self.now()
 
+        # Every source is read as bytes and parsed by a parser that raises only HostError, which
+        # names the file: one bad source is a warning for this tick, never the end of the loop.
         interrupts: InterruptCounts | None = None
         irq_path = self.procfs_root / "interrupts"
         try:
-            interrupts = parse_interrupts(irq_path.read_text())
-        except OSError as exc:
-            errors.append(describe_oserror(irq_path, exc))
+            interrupts = parse_interrupts(read_source(irq_path))
+        except HostError as exc:
+            errors.append(str(exc))
         host_irq, host_cpus = 0.0, 1
         stat_path = self.procfs_root / "stat"
         try:
-            host = parse_proc_stat(stat_path.read_text())
+            host = parse_proc_stat(read_source(stat_path), str(stat_path))
             host_irq, host_cpus = host.irq_seconds, host.cpus
-        except OSError as exc:
-            errors.append(describe_oserror(stat_path, exc))
-        except (HostError, ValueError, IndexError) as exc:
-            errors.append(f"{stat_path}: {exc}")
+        except HostError as exc:
+            errors.append(str(exc))
 
         # Stock PFs: read their ethtool statistics first, which copies every VF's counters now.
         refreshed = {n for n, d in sysfs.pf_devices.items() if not d.patched_itr and self._gstats.refresh(n) is not None}
@@ -280,27 +269,63 @@ class LinuxHost(HostDriver):
             mode = read_optional(pa.rxmode(dev.device_dir, pa.RXMODE_CURRENT))
             rate_text = read_optional(pa.rxmode(dev.device_dir, pa.RXMODE_RATE_PPS))
             sw_text = read_optional(pa.rxmode(dev.device_dir, pa.RXMODE_SWITCHES))
-            rate = int(rate_text) if rate_text and rate_text.isdigit() else None
-            switches = int(sw_text) if sw_text and sw_text.isdigit() else None
+            rate, switches = as_count(rate_text), as_count(sw_text)
         else:
             defer = read_optional(dev.net_dir / pa.NAPI_DEFER_HARD_IRQS)
-            if defer is not None and defer.isdigit():
-                mode = "napi" if int(defer) > 0 else "de"
+            defer_n = as_count(defer)
+            if defer_n is not None:
+                mode = "napi" if defer_n > 0 else "de"
         return PfCounters(rx_packets=link.rx_packets, rx_bytes=link.rx_bytes,
                           current_mode=mode, rate_pps=rate, switches=switches)
 
     # -- writes -------------------------------------------------------------------------
 
+    def _rooted(self, path: Path) -> dict[str, str]:
+        """A path as the journal keeps it: relative to its root, so `vftune restore --sysfs-root`
+        follows the tree it is pointed at."""
+        for name, root in (("sysfs", self.sysfs_root), ("procfs", self.procfs_root)):
+            try:
+                return {"root": name, "path": str(path.relative_to(root))}
+            except ValueError:
+                continue
+        return {"root": "", "path": str(path)}
+
+    def _unrooted(self, payload: dict[str, object]) -> Path:
+        roots = {"sysfs": self.sysfs_root, "procfs": self.procfs_root}
+        root = roots.get(str(payload.get("root", "")))
+        rel = str(payload.get("path", ""))
+        return root / rel if root is not None else Path(rel)
+
+    def _check_writable_now(self) -> None:
+        if self._stopping:
+            raise HostError("agent is stopping: no new writes after restore began")
+
+    def _journal_first(self, kind: str, path: Path, setting: str, payload: dict[str, object]) -> bool:
+        """Commit the original before the write, so a crash between the two loses nothing."""
+        try:
+            return self._journal.remember(kind, str(path), setting, {**self._rooted(path), **payload})
+        except JournalError as exc:
+            raise HostError(str(exc)) from None
+
+    def _guarded_write(self, kind: str, path: Path, setting: str, payload: dict[str, object], value: str) -> None:
+        new = self._journal_first(kind, path, setting, payload)
+        try:
+            write_text(path, value)
+        except HostError:
+            if new:
+                self._journal.discard(str(path), setting)
+            raise
+
     def _write_sysfs(self, path: Path, value: int | str) -> tuple[str, str]:
-        """Write, journal the first old value, read back. Returns (old, now)."""
+        """Journal the first old value, write, read back. Returns (old, now)."""
+        self._check_writable_now()
         old = read_text(path)
-        write_text(path, str(value))
-        self._journal.remember(str(path), "sysfs", SysfsWrite(str(path), old))
+        self._guarded_write(KIND_SYSFS, path, "sysfs", {"old": old}, str(value))
         return old, read_text(path)
 
     @staticmethod
     def _failed(target: str, setting: str, requested: SettingValue, error: str, old: SettingValue = None) -> Applied:
-        log.warning("%s %s=%s failed: %s", target, setting, requested, error)
+        log.debug("%s %s=%s failed: %s", target, setting, requested, error)  # the agent reports it
         return Applied(target, setting, requested, old, None, ok=False, error=error)
 
     def set_vf_itr(self, vf_pci: str, itr: int) -> Applied:
@@ -317,6 +342,7 @@ class LinuxHost(HostDriver):
                                 "stock ixgbe without per-VF ITR")
         itr_path = pa.vf_itr_usecs(dev.device_dir, vf.index)
         try:
+            self._check_writable_now()
             if read_text(pa.vf_itr_capable(dev.device_dir, vf.index)) != "1":
                 return self._failed(vf_pci, "itr", itr, f"{pa.vf_itr_capable(dev.device_dir, vf.index)} is 0: "
                                     "the VF driver has not negotiated per-VF ITR")
@@ -324,12 +350,15 @@ class LinuxHost(HostDriver):
             # What the VF ran before our first request: restore() has to ask for it explicitly,
             # because writing the old "0" back only withdraws a request (vfdriver-patches/README.md).
             ran = read_text(pa.vf_itr_applied_usecs(dev.device_dir, vf.index))
-            write_text(itr_path, str(usecs))
-            self._journal.remember(str(itr_path), "vf_itr", VfItrWrite(str(itr_path), old, int(ran) if ran.isdigit() else 0))
+            self._guarded_write(KIND_VF_ITR, itr_path, "vf_itr",
+                                {"old_request": old, "ran_usecs": as_count(ran) or 0}, str(usecs))
             now = read_text(itr_path)
         except HostError as exc:
             return self._failed(vf_pci, "itr", itr, str(exc))
-        return Applied(vf_pci, "itr", itr, usecs_to_itr(int(old)), usecs_to_itr(int(now)))
+        old_n, now_n = as_count(old), as_count(now)
+        if old_n is None or now_n is None:
+            return self._failed(vf_pci, "itr", itr, f"{itr_path}: reads back {now!r} (was {old!r}), not a number")
+        return Applied(vf_pci, "itr", itr, usecs_to_itr(old_n), usecs_to_itr(now_n))
 
     def _push_via_guest_agent(self, vf_pci: str, itr: int, usecs: int) -> Applied:
         guest = (self._guests.view().by_pci.get(vf_pci) if self._guests is not None else None)
@@ -337,11 +366,21 @@ class LinuxHost(HostDriver):
             return self._failed(vf_pci, "itr", itr, f"{vf_pci}: no running guest holds this VF")
         ifname = self._guest_agent_itr[vf_pci]
         try:
-            self._guests.agent_set_rx_usecs(guest.name, ifname, usecs)
+            self._check_writable_now()
+            # ixgbevf's default is adaptive (1); that is what restore() puts back.
+            try:
+                new = self._journal.remember(KIND_GUEST_AGENT, vf_pci, "guest_agent", {
+                    "vf": vf_pci, "guest": guest.name, "ifname": ifname, "usecs": pa.ITR_ADAPTIVE})
+            except JournalError as exc:
+                raise HostError(str(exc)) from None
+            try:
+                self._guests.agent_set_rx_usecs(guest.name, ifname, usecs)
+            except HostError:
+                if new:
+                    self._journal.discard(vf_pci, "guest_agent")
+                raise
         except HostError as exc:
             return self._failed(vf_pci, "itr", itr, str(exc))
-        # ixgbevf's default is adaptive (1); that is what restore() puts back.
-        self._journal.remember(vf_pci, "guest_agent", GuestAgentWrite(vf_pci, guest.name, ifname, pa.ITR_ADAPTIVE))
         return Applied(vf_pci, "itr", itr, None, usecs_to_itr(usecs))
 
     def set_pf_rx_mode(self, pf: str, mode: str, napi_budget: int | None = None,
@@ -382,30 +421,56 @@ class LinuxHost(HostDriver):
         except HostError as exc:
             return self._failed(pf, "rx_mode", mode, str(exc))
         as_mode = {True: "napi", False: "de"}
-        return Applied(pf, "rx_mode", mode, as_mode[int(old_defer) > 0], as_mode[int(now_defer) > 0])
+        old_n, now_n = as_count(old_defer), as_count(now_defer)
+        if old_n is None or now_n is None:
+            return self._failed(pf, "rx_mode", mode, f"{dev.net_dir / pa.NAPI_DEFER_HARD_IRQS}: reads back "
+                                f"{now_defer!r}, not a number")
+        return Applied(pf, "rx_mode", mode, as_mode[old_n > 0], as_mode[now_n > 0])
 
     # -- restore ----------------------------------------------------------------------------
 
     def restore(self) -> list[Applied]:
-        results: list[Applied] = []
-        for entry in self._journal.drain():
-            if isinstance(entry, SysfsWrite):
-                path = Path(entry.path)
-                try:
-                    before = read_text(path)
-                    write_text(path, entry.old)
-                    results.append(Applied(entry.path, path.name, entry.old, before, read_text(path)))
-                except HostError as exc:
-                    results.append(self._failed(entry.path, path.name, entry.old, str(exc)))
-            elif isinstance(entry, VfItrWrite):
-                results.append(self._restore_vf_itr(Path(entry.path), entry.old_request, entry.ran_usecs))
-            elif self._guests is not None:
-                try:
-                    self._guests.agent_set_rx_usecs(entry.guest, entry.ifname, entry.usecs)
-                    results.append(Applied(entry.vf, "itr", 0, None, 0))
-                except HostError as exc:
-                    results.append(self._failed(entry.vf, "itr", 0, str(exc)))
-        return results
+        """Put back every original the journal holds, this run's and any an unclean stop left."""
+        return self._journal.restore()
+
+    def stop(self) -> None:
+        self._stopping = True
+
+    def _entry_path(self, entry: JournalEntry) -> Path:
+        path = self._unrooted(entry.payload)
+        if not path.exists():
+            raise TargetGone(f"{path}: no longer exists")
+        return path
+
+    def _restore_sysfs_entry(self, entry: JournalEntry) -> Applied:
+        path = self._entry_path(entry)
+        old = str(entry.payload.get("old", ""))
+        try:
+            before = read_text(path)
+            write_text(path, old)
+            now = read_text(path)
+        except HostError as exc:
+            return self._failed(str(path), path.name, old, str(exc))
+        return Applied(str(path), path.name, old, before, now, ok=now == old,
+                       error=None if now == old else f"{path}: reads back {now!r} after writing {old!r}")
+
+    def _restore_vf_itr_entry(self, entry: JournalEntry) -> Applied:
+        ran = entry.payload.get("ran_usecs", 0)
+        return self._restore_vf_itr(self._entry_path(entry), str(entry.payload.get("old_request", "0")),
+                                    ran if isinstance(ran, int) else 0)
+
+    def _restore_guest_agent_entry(self, entry: JournalEntry) -> Applied:
+        p = entry.payload
+        vf, usecs = str(p.get("vf", entry.target)), p.get("usecs", pa.ITR_ADAPTIVE)
+        if self._guests is None:
+            return self._failed(vf, "itr", 0, "no libvirt connection (--libvirt-uri none): guest agent "
+                                "entry kept")
+        try:
+            self._guests.agent_set_rx_usecs(str(p.get("guest")), str(p.get("ifname")),
+                                            usecs if isinstance(usecs, int) else pa.ITR_ADAPTIVE)
+        except HostError as exc:
+            return self._failed(vf, "itr", 0, str(exc))
+        return Applied(vf, "itr", 0, None, 0)
 
     def _restore_vf_itr(self, path: Path, old_request: str, ran_usecs: int) -> Applied:
         """Put back the VF's own setting, then the old request: 0 ("no request") keeps what the VF runs.
@@ -417,9 +482,11 @@ class LinuxHost(HostDriver):
             if old_request == str(pa.ITR_LEAVE_ALONE):
                 write_text(path, str(ran_usecs if ran_usecs >= pa.ITR_ADAPTIVE else pa.ITR_ADAPTIVE))
             write_text(path, old_request)
-            return Applied(str(path), path.name, old_request, before, read_text(path))
+            now = read_text(path)
         except HostError as exc:
             return self._failed(str(path), path.name, old_request, str(exc))
+        return Applied(str(path), path.name, old_request, before, now, ok=now == old_request,
+                       error=None if now == old_request else f"{path}: reads back {now!r}")
 
     def close(self) -> None:
         if self._guests is not None:

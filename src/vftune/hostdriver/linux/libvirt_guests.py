@@ -42,7 +42,7 @@ def hostdev_addresses(domain_xml: str) -> list[str]:
     """PCI addresses of the VFs a domain holds: <interface type='hostdev'> and PCI <hostdev> sources."""
     try:
         root = ET.fromstring(domain_xml)
-    except ET.ParseError as exc:
+    except (ET.ParseError, ValueError) as exc:  # ValueError: text that is not encodable (lone surrogates)
         raise HostError(f"malformed domain XML: {exc}") from None
     sources = root.findall("./devices/interface[@type='hostdev']/source/address") + root.findall(
         "./devices/hostdev[@mode='subsystem'][@type='pci']/source/address"
@@ -72,7 +72,7 @@ def find_qemu_pid(name: str, uuid: str, procfs_root: Path, run_root: Path) -> in
     except OSError:
         return None
     for entry in entries:
-        if not entry.isdigit():
+        if not (entry.isascii() and entry.isdigit()):
             continue
         try:
             cmdline = (procfs_root / entry / "cmdline").read_bytes()

@@ -236,6 +236,16 @@ def link_messages(reply: Reply, ifname: str) -> list[ifinfmsg]:
 
 
 def parse_link(reply: Reply, ifname: str) -> LinkStats:
+    """Raises HostError naming the link and the problem; nothing else, whatever the bytes."""
+    try:
+        return _parse_link(reply, ifname)
+    except HostError:
+        raise
+    except Exception as exc:  # pyroute2's decoder raises what it meets on bytes no kernel sent
+        raise HostError(f"{ifname}: malformed netlink reply ({type(exc).__name__}: {exc})") from None
+
+
+def _parse_link(reply: Reply, ifname: str) -> LinkStats:
     msg = next((m for m in link_messages(reply, ifname) if m.get_attr("IFLA_IFNAME") == ifname), None)
     if msg is None:
         raise HostError(f"{ifname}: netlink reply holds no link of that name")

@@ -28,7 +28,11 @@ class InterruptCounts:
         return sum(found) if found else None
 
 
+_COUNT = re.compile(r"[0-9]{1,20}")  # ASCII digits, at most a 64-bit counter's width
+
+
 def parse_interrupts(text: str) -> InterruptCounts:
+    """Never raises: a row that does not parse counts as far as it does (or not at all)."""
     lines = text.splitlines()
     if not lines:
         return InterruptCounts({}, {}, 0)
@@ -38,12 +42,12 @@ def parse_interrupts(text: str) -> InterruptCounts:
     for line in lines[1:]:
         label, sep, rest = line.partition(":")
         label = label.strip()
-        if not sep or not label.isdigit():
+        if not sep or not _COUNT.fullmatch(label):
             continue  # NMI, LOC, ERR, MIS ...: not device vectors
         fields = rest.split(None, cpus)
         total = 0
         for f in fields[:cpus]:
-            if not f.isdigit():
+            if not _COUNT.fullmatch(f):
                 break
             total += int(f)
         irq = int(label)

@@ -19,7 +19,7 @@ from vftune.model import Ignored, PfInfo, VfInfo
 
 INTEL_VENDOR = 0x8086
 
-_VIRTFN = re.compile(r"virtfn(\d+)$")
+_VIRTFN = re.compile(r"virtfn([0-9]{1,6})$")
 
 
 @dataclass(frozen=True)
@@ -61,7 +61,9 @@ def _link_name(path: Path) -> str | None:
 
 def _irqs(device_dir: Path) -> tuple[int, ...]:
     try:
-        return tuple(sorted(int(n) for n in os.listdir(device_dir / "msi_irqs") if n.isdigit()))
+        # isdigit() alone takes "²" and other non-ASCII digits, which int() refuses.
+        return tuple(sorted(int(n) for n in os.listdir(device_dir / "msi_irqs") if n.isascii() and n.isdigit()
+                            and len(n) < 10))
     except OSError:
         return ()
 
@@ -137,6 +139,9 @@ def scan(sysfs_root: Path) -> SysfsScan:
             found = _classify(sysfs_root, name)
         except HostError as exc:
             ignored.append(Ignored(name, f"unreadable: {exc}"))
+            continue
+        except ValueError as exc:  # a link or file name no kernel writes: say which device
+            ignored.append(Ignored(name, f"unreadable: {class_net / name}: {exc}"))
             continue
         except OSError as exc:
             ignored.append(Ignored(name, f"unreadable: {exc.filename}: {os.strerror(exc.errno or 5)} (errno {exc.errno})"))

@@ -25,9 +25,29 @@ def read_text(path: Path) -> str:
 def read_int(path: Path, base: int = 10) -> int:
     text = read_text(path)
     try:
+        if not text.isascii() or len(text) > 40:
+            raise ValueError(text)
         return int(text, base)
     except ValueError:
-        raise HostError(f"{path}: not a number: {text!r}") from None
+        raise HostError(f"{path}: not a number: {text[:40]!r}") from None
+
+
+def as_count(text: str | None) -> int | None:
+    """A sysfs number as the kernel writes it (ASCII digits, sane width), else None."""
+    if text is None or not text.isascii() or not text.isdigit() or len(text) > 20:
+        return None
+    return int(text)
+
+
+def read_source(path: Path, limit: int = 16 * 1024 * 1024) -> str:
+    """A procfs/sysfs file as text whatever its bytes (undecodable ones become U+FFFD), at most
+    `limit` bytes: a parser gets text, and any problem with the file is one HostError."""
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read(limit)
+    except OSError as exc:
+        raise HostError(describe_oserror(path, exc)) from None
+    return data.decode("utf-8", errors="replace")
 
 
 def read_optional(path: Path) -> str | None:

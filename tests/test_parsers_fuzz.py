@@ -1,0 +1,144 @@
+"""Parsers of host data never kill the loop: arbitrary bytes in any source give a result or a
+HostError naming the source, never another exception (hypothesis, fixed seeds)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+sys.path.insert(0, str(Path(__file__).parent / "fixtures"))
+import hosttree
+from linux_host import make_host
+from netlink_wire import VfCounts, link_reply
+
+from vftune.cli.hook import parse_domain
+from vftune.hostdriver.base import HostError
+from vftune.hostdriver.linux.cpu import HostCpu, parse_pid_stat, parse_proc_stat
+from vftune.hostdriver.linux.libvirt_guests import hostdev_addresses
+from vftune.hostdriver.linux.netlink_vfstats import LinkStats, parse_link
+from vftune.hostdriver.linux.proc_interrupts import InterruptCounts, parse_interrupts
+from vftune.hostdriver.linux.sysfs_inventory import SysfsScan, scan
+
+FUZZ = settings(max_examples=200, derandomize=True, deadline=None)
+# Text as a kernel file could hold it, and the nastier cases the issue names: non-ASCII digits,
+# counts too long for int(), non-UTF-8 bytes.
+NASTY = st.sampled_from(["²", "٣", "9" * 5000, "\x00", "\udcff", ")", "(", "\n", ":", "vfio-msix[0](0000:03:10.0)"])
+TEXT = st.lists(st.one_of(st.text(), NASTY), max_size=30).map("".join)
+BYTES = st.one_of(st.binary(max_size=4096), TEXT.map(lambda t: t.encode("utf-8", "surrogatepass")))
+
+
+def as_text(data: bytes) -> str:
+    return data.decode("utf-8", errors="replace")  # what read_source hands a parser
+
+
+@FUZZ
+@given(BYTES)
+def test_proc_interrupts_never_raises(data):
+    assert isinstance(parse_interrupts(as_text(data)), InterruptCounts)
+
+
+def test_proc_interrupts_skips_what_the_issue_found():
+    head = "           CPU0       CPU1\n"
+    counts = parse_interrupts(head + " 100:  ²  5  IR-PCI-MSIX  vfio-msix[0](0000:03:10.0)\n"
+                              + f" 101:  {'9' * 5000}  1  IR-PCI-MSIX  x\n 102:  3  4  IR-PCI-MSIX  y\n")
+    assert counts.by_irq[102] == 7 and counts.by_irq[100] == 0 and counts.by_irq[101] == 0
+
+
+@FUZZ
+@given(BYTES)
+def test_proc_stat_gives_a_result_or_a_host_error_naming_the_file(data):
+    try:
+        assert isinstance(parse_proc_stat(as_text(data), "/proc/stat"), HostCpu)
+    except HostError as exc:
+        assert str(exc).startswith("/proc/stat")
+
+
+@FUZZ
+@given(BYTES)
+def test_pid_stat_gives_seconds_or_a_host_error_naming_the_file(data):
+    try:
+        assert parse_pid_stat(as_text(data), "/proc/4101/stat") >= 0
+    except HostError as exc:
+        assert str(exc).startswith("/proc/4101/stat")
+
+
+@FUZZ
+@given(st.binary(max_size=2048))
+def test_netlink_reply_gives_stats_or_a_host_error_naming_the_link(data):
+    try:
+        assert isinstance(parse_link(data, "enp3s0f0"), LinkStats)
+    except HostError as exc:
+        assert "enp3s0f0" in str(exc)
+
+
+@FUZZ
+@given(st.data())
+def test_a_real_netlink_reply_cut_or_corrupted_anywhere(data):
+    wire = link_reply("enp3s0f0", 4, (10, 1000), {n: VfCounts(n, 100 * n, 2 * n, 200 * n) for n in range(4)})
+    cut = data.draw(st.integers(0, len(wire)))
+    flips = data.draw(st.lists(st.tuples(st.integers(0, max(len(wire) - 1, 0)), st.integers(0, 255)), max_size=8))
+    buf = bytearray(wire[:cut] if data.draw(st.booleans()) else wire)
+    for at, value in flips:
+        if at < len(buf):
+            buf[at] = value
+    try:
+        parse_link(bytes(buf), "enp3s0f0")
+    except HostError as exc:
+        assert "enp3s0f0" in str(exc)
+
+
+@FUZZ
+@given(st.one_of(TEXT, BYTES.map(as_text)))
+def test_libvirt_domain_xml_gives_addresses_or_a_host_error(text):
+    try:
+        assert isinstance(hostdev_addresses(text), list)
+    except HostError as exc:
+        assert "domain XML" in str(exc)
+
+
+@FUZZ
+@given(BYTES)
+def test_hook_stdin_of_any_bytes_is_fine(data):
+    vfs, uuid, problem = parse_domain(data)
+    assert isinstance(vfs, list) and (problem is None or isinstance(problem, str))
+
+
+@pytest.fixture(scope="module")
+def tree(tmp_path_factory):
+    root = tmp_path_factory.mktemp("fuzzhost")
+    host, _replies = make_host(root, libvirt=False)
+    host.inventory()
+    yield root, host
+    host.close()
+
+
+SYSFS_FILES = ["sys/class/net/enp3s0f0/device/sriov_numvfs", "sys/class/net/enp3s0f0/device/vendor",
+               "sys/class/net/enp3s0f1/device/device", "sys/class/net/enp3s0f0/device/rxmode/rate_pps",
+               "sys/class/net/enp3s0f1/napi_defer_hard_irqs"]
+PROC_FILES = ["proc/interrupts", "proc/stat", f"proc/{hosttree.GUESTS[0].pid}/stat"]
+
+
+@settings(max_examples=30, derandomize=True, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(which=st.sampled_from(SYSFS_FILES + PROC_FILES), data=BYTES)
+def test_a_tick_on_a_host_with_any_bytes_in_any_source_goes_on(tree, which, data):
+    """The Linux backend end to end: inventory and a snapshot with one file holding anything.
+    A bad source is an error line naming it; the snapshot is still taken."""
+    root, host = tree
+    path = (root / which).resolve()
+    original = path.read_bytes()
+    try:
+        path.write_bytes(data)
+        try:
+            assert isinstance(scan(root / "sys"), SysfsScan)
+        except HostError as exc:
+            assert str(root) in str(exc)
+        snap = host.snapshot()
+        assert snap.pfs, "the other sources still give counters"
+        for err in snap.errors:
+            assert "/" in err or "enp" in err, f"an error names its source: {err}"
+    finally:
+        path.write_bytes(original)
