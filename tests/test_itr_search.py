@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from vftune.agent.itr_search import ItrSearch
+from vftune.agent.itr_search import ItrSearch, SearchConfig
 from vftune.bench.peers.paper import PaperSearch
 from vftune.itr import ITR_MAX_RATE, ITR_MIN_RATE, quantize_itr
 
@@ -69,7 +69,7 @@ def test_noise_does_not_send_it_away_from_the_peak():
     f = peak_curve(48_000, width=1.5)
     results = []
     for seed in range(40):
-        s = run(ItrSearch(ITR_MIN_RATE, ITR_MAX_RATE, 1000, quantize=quantize_itr), f, noise=0.02, seed=seed)
+        s = run(ItrSearch(ITR_MIN_RATE, ITR_MAX_RATE, 1000, SearchConfig(quantize=quantize_itr)), f, noise=0.02, seed=seed)
         results.append((f(s.best), s.probes))
     assert sum(v for v, _ in results) / len(results) > 0.98
     assert min(v for v, _ in results) > 0.90
@@ -83,7 +83,7 @@ def test_differences_inside_the_margin_are_measured_again():
     def f(r):
         return values.setdefault(r, 1.0 + 0.005 * (len(values) % 2))
 
-    s = ItrSearch(ITR_MIN_RATE, ITR_MAX_RATE, 1000, margin=0.02, max_repeats=3)
+    s = ItrSearch(ITR_MIN_RATE, ITR_MAX_RATE, 1000, SearchConfig(margin=0.02, max_repeats=3))
     first, second = s.ask(), None
     s.tell(first, f(first))
     second = s.ask()
@@ -100,7 +100,7 @@ def test_plateau_answers_the_lowest_rate_within_margin_above_the_latency_floor()
     s = run(ItrSearch(ITR_MIN_RATE, ITR_MAX_RATE, 500), f)
     assert 4000 <= s.best <= 8000
     # A latency floor of 100 us (10000/s) wins over the plateau's low end.
-    floored = run(ItrSearch(ITR_MIN_RATE, ITR_MAX_RATE, 500, max_interval_us=100.0), f)
+    floored = run(ItrSearch(ITR_MIN_RATE, ITR_MAX_RATE, 500, SearchConfig(max_interval_us=100.0)), f)
     assert floored.best >= 10_000
     assert f(floored.best) >= 0.99
 
@@ -147,7 +147,7 @@ def test_tell_must_match_ask_and_bad_input_is_named():
 
 
 def test_quantized_probes_are_rates_the_hardware_delivers():
-    s = run(ItrSearch(ITR_MIN_RATE, ITR_MAX_RATE, 1000, quantize=quantize_itr), peak_curve(300_000))
+    s = run(ItrSearch(ITR_MIN_RATE, ITR_MAX_RATE, 1000, SearchConfig(quantize=quantize_itr)), peak_curve(300_000))
     assert all(quantize_itr(p.itr) == p.itr for p in s.history)
     # 300000/s is not a step; the best steps around it are 244141 (2) and 488281 (1) or 162760 (3).
     assert s.best in (162_760, 244_141)
@@ -157,13 +157,13 @@ def test_a_probe_budget_bounds_every_search_even_under_noise():
     f = peak_curve(40_000)
     rng = random.Random(1)
     for budget in (6, 10, 15):
-        s = ItrSearch(ITR_MIN_RATE, ITR_MAX_RATE, 1000, max_probes=budget, quantize=quantize_itr)
+        s = ItrSearch(ITR_MIN_RATE, ITR_MAX_RATE, 1000, SearchConfig(max_probes=budget, quantize=quantize_itr))
         while (itr := s.ask()) is not None:
             s.tell(itr, f(itr) * (1.0 + rng.gauss(0.0, 0.03)))
         assert s.converged and s.probes <= budget
         assert f(s.best) > 0.95  # a short budget still lands near the top
     with pytest.raises(ValueError, match="max_probes"):
-        ItrSearch(ITR_MIN_RATE, ITR_MAX_RATE, 1000, max_probes=2)
+        ItrSearch(ITR_MIN_RATE, ITR_MAX_RATE, 1000, SearchConfig(max_probes=2))
 
 
 def test_edge_probes_walk_a_wide_plateau_down_towards_its_low_edge():
@@ -171,9 +171,9 @@ def test_edge_probes_walk_a_wide_plateau_down_towards_its_low_edge():
     def f(r):
         return 1.0 if r >= 5000 else (r / 5000) ** 0.5
 
-    plain = run(ItrSearch(ITR_MIN_RATE, ITR_MAX_RATE, 500, rel_tolerance=0.9, max_edge_probes=0), f)
+    plain = run(ItrSearch(ITR_MIN_RATE, ITR_MAX_RATE, 500, SearchConfig(rel_tolerance=0.9, max_edge_probes=0)), f)
     edge_phases: list[str] = []
-    edged = run(ItrSearch(ITR_MIN_RATE, ITR_MAX_RATE, 500, rel_tolerance=0.9, max_edge_probes=2), f,
+    edged = run(ItrSearch(ITR_MIN_RATE, ITR_MAX_RATE, 500, SearchConfig(rel_tolerance=0.9, max_edge_probes=2)), f,
                 phases=edge_phases)
     assert edged.best < plain.best  # fewer interrupts ...
     assert f(edged.best) >= 0.99  # ... for the same throughput
@@ -193,15 +193,20 @@ def test_more_interrupts_must_gain_more_than_the_noise_margin():
     def bump(height):
         return lambda r: height * math.exp(-((math.log(r / 60_000) / 0.5) ** 2))
 
+    def with_incumbent(f):
+        return lambda r: 1.0 if r == 20_000 else f(r)  # the incumbent measures 1.0, re-measured too
+
     # 60000/s measures 1.5% over the incumbent's 20000/s: inside the 2% margin, keep 20000.
-    small = run(ItrSearch(ITR_MIN_RATE, ITR_MAX_RATE, 1000, incumbent=20_000, incumbent_throughput=1.0), bump(1.015))
+    small = run(ItrSearch(ITR_MIN_RATE, ITR_MAX_RATE, 1000, incumbent=20_000, incumbent_throughput=1.0),
+                with_incumbent(bump(1.015)))
     assert small.best == 20_000 and "inside the 2% noise margin" in small.outcome
     # A 5% gain is worth the interrupts.
-    large = run(ItrSearch(ITR_MIN_RATE, ITR_MAX_RATE, 1000, incumbent=20_000, incumbent_throughput=1.0), bump(1.05))
+    large = run(ItrSearch(ITR_MIN_RATE, ITR_MAX_RATE, 1000, incumbent=20_000, incumbent_throughput=1.0),
+                with_incumbent(bump(1.05)))
     assert large.best > 40_000 and "vs incumbent" in large.outcome
     # The adaptive ITR has no rate of its own: its measured interrupt rate stands for it.
     adaptive = run(ItrSearch(ITR_MIN_RATE, ITR_MAX_RATE, 1000, incumbent=0, incumbent_throughput=1.0,
-                             incumbent_cost=12_000), bump(1.015))
+                             incumbent_cost=12_000), bump(1.015), incumbent_value=1.0)
     assert adaptive.best == 0
 
 
@@ -217,13 +222,13 @@ def test_a_lucky_incumbent_measurement_is_checked_before_it_vetoes():
     checked = drive(ItrSearch(ITR_MIN_RATE, ITR_MAX_RATE, 1000, incumbent=0), [1.2, 0.6])
     assert [p.itr for p in checked.history].count(0) == 2
     assert checked.best != 0  # the mean of the two (0.9) loses to the search's ~0.99
-    unchecked = drive(ItrSearch(ITR_MIN_RATE, ITR_MAX_RATE, 1000, incumbent=0, recheck_incumbent=False), [1.2])
+    unchecked = drive(ItrSearch(ITR_MIN_RATE, ITR_MAX_RATE, 1000, SearchConfig(recheck_incumbent=False), incumbent=0), [1.2])
     assert unchecked.best == 0
 
 
 def test_a_point_is_credited_with_its_lowest_measurement():
     # Two first points within the margin: the search measures one of them again.
-    s = ItrSearch(ITR_MIN_RATE, ITR_MAX_RATE, 1000, margin=0.02)
+    s = ItrSearch(ITR_MIN_RATE, ITR_MAX_RATE, 1000, SearchConfig(margin=0.02))
     first = s.ask()
     s.tell(first, 1.0)
     second = s.ask()
@@ -237,7 +242,7 @@ def test_a_point_is_credited_with_its_lowest_measurement():
 
 
 def test_without_pessimism_a_point_is_credited_with_its_mean():
-    s = ItrSearch(ITR_MIN_RATE, ITR_MAX_RATE, 1000, margin=0.02, pessimistic=False)
+    s = ItrSearch(ITR_MIN_RATE, ITR_MAX_RATE, 1000, SearchConfig(margin=0.02, pessimistic=False))
     first = s.ask()
     s.tell(first, 1.0)
     second = s.ask()
@@ -261,13 +266,39 @@ def test_an_edge_that_measures_worse_falls_back_to_the_lowest_rate_holding_the_t
 
 
 def test_a_caller_can_ask_more_of_a_costlier_rate_than_the_noise_margin():
-    def bump(r):  # 5% over the incumbent around 60000/s
-        return 1.05 * math.exp(-((math.log(r / 60_000) / 0.5) ** 2))
+    def bump(r):  # 5% over the incumbent (1.0 at 20000/s, re-measured too) around 60000/s
+        return 1.0 if r == 20_000 else 1.05 * math.exp(-((math.log(r / 60_000) / 0.5) ** 2))
 
     default = run(ItrSearch(ITR_MIN_RATE, ITR_MAX_RATE, 1000, incumbent=20_000, incumbent_throughput=1.0), bump)
     assert default.best > 40_000
-    strict = run(ItrSearch(ITR_MIN_RATE, ITR_MAX_RATE, 1000, incumbent=20_000, incumbent_throughput=1.0,
-                           cost_margin=0.1), bump)
+    strict = run(ItrSearch(ITR_MIN_RATE, ITR_MAX_RATE, 1000, incumbent=20_000, incumbent_throughput=1.0, cost_margin=0.1), bump)
     assert strict.best == 20_000 and "more interrupts must gain 10%" in strict.outcome
     with pytest.raises(ValueError, match="cost_margin"):
         ItrSearch(ITR_MIN_RATE, ITR_MAX_RATE, 1000, cost_margin=-0.1)
+
+
+@pytest.mark.parametrize("slope", [0.002, 0.01, 0.03])
+def test_plateau_rule_keeps_exact_throughput_within_one_percent(slope):
+    # A slowly rising plateau: the lowest rate within 1% of the best, never 2% (the noise margin).
+    def f(r):
+        return 1.0 + slope * math.log(r / ITR_MIN_RATE)
+
+    s = run(ItrSearch(ITR_MIN_RATE, ITR_MAX_RATE, 1000), f)
+    top = max(f(p.itr) for p in s.history)
+    assert f(s.best) >= top * 0.99
+
+
+def test_cpu_rule_keeps_adaptive_when_the_gain_does_not_pay_for_the_cpu():
+    # +3% throughput at 40K/s for +20% CPU per bit against the adaptive incumbent.
+    def drive(worth):
+        s = ItrSearch(ITR_MIN_RATE, ITR_MAX_RATE, 1000, SearchConfig(cpu_worth=worth), incumbent=0)
+        while (itr := s.ask()) is not None:
+            value = 1.0 if itr == 0 else 1.0 + 0.03 * peak_curve(40_000)(itr)
+            cpb = 1.0 if itr == 0 else 1.0 + 0.2 * itr / 40_000
+            s.tell(itr, value, cpu_per_bit=cpb)
+        return s
+
+    assert drive(None).best != 0  # no rule: the search takes the 3%
+    kept = drive(1.0)
+    assert kept.best == 0 or kept.cpu_per_bit(kept.best) <= 1.0
+    assert "CPU per bit" in kept.outcome

@@ -80,7 +80,7 @@ class RunConfig:
     # What it does.
     policy: str = "search"  # per-VF ITR policy spec (agent/policies.py)
     pf_mode: str = "hybrid"  # per-PF rx mode controller spec
-    interval: float = 1.0  # seconds of host time per tick
+    interval: float = 0.5  # seconds of host time per tick (fresh counters allow windows this short)
     # Longest interval (rx-usecs) a VF's own adaptive ITR may pick, for every VF; None = no bound.
     # The config file's per-VF max_interval_us rules will feed the same AgentConfig field.
     max_interval_us: int | None = None

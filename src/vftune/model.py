@@ -190,7 +190,8 @@ class PfSample:
 @dataclass(frozen=True)
 class ItrDecision:
     itr: int  # interrupts/s; 0 = hand back to the VF's adaptive ITR
-    reason: str
+    reason: str  # rendered for operators; a tuner's starts with its cause
+    cause: str | None = None  # the policy's cause (vftune.agent.causes.Cause value), when it has one
 
 
 @dataclass(frozen=True)
@@ -215,6 +216,7 @@ class Decision:
     ok: bool
     reason: str
     error: str | None = None
+    cause: str | None = None  # the policy's cause; the store keeps it as the reason's first word
 
 
 @dataclass(frozen=True)

@@ -11,21 +11,22 @@ Network", Huijun Wu and Jigang Wang) with these changes:
   measured again (bounded), and a tie that survives goes to the lower rate;
 * on a plateau it answers the lowest rate whose throughput stays within a margin of the best,
   but never a longer interval than ``max_interval_us`` so latency stays sane;
-* on a wide plateau (flat within the noise margin over ``plateau_width`` x of rates) the noise
-  margin decides what "same throughput" means, and since the final bracket is still
-  ``rel_tolerance`` wide, up to ``max_edge_probes`` more probes bisect towards the plateau's
-  low edge (fewer interrupts, same throughput);
+* on a wide plateau (flat within the noise margin over ``plateau_width`` x of rates), since the
+  final bracket is still ``rel_tolerance`` wide, up to ``max_edge_probes`` more probes bisect
+  towards the plateau's low edge (fewer interrupts, throughput within ``plateau_margin``);
 * a budget: at most ``max_probes`` measurements in all (the incumbent's included); extras
   (repeats, step scans, edge probes, re-checks) are only spent while the budget allows, and
   when it runs out the bracket stops where it is, with one probe kept for the confirmation;
 * interrupts cost CPU: a higher rate than the incumbent's must gain more than the noise
-  margin (or ``cost_margin``), or the incumbent stays;
+  margin (or ``cost_margin``), or the incumbent stays; with ``cpu_worth`` and CPU measured per
+  probe, a result costing more CPU per bit than the incumbent must gain cpu_worth times as much;
 * do no harm: it measures the incumbent setting first and keeps it unless the result,
   re-measured at the end, is at least as good; an incumbent that would win on a single
   measurement is measured once more first (one lucky window must not veto a better setting);
   a result that measures worse falls back to the lowest measured rate that holds the
   incumbent's throughput, if any.
 
+Every knob is in one SearchConfig; ``ItrSearch(low, high, tolerance)`` runs with its defaults.
 Pure logic: no clock, no I/O. The caller measures what ask() returns and tell()s the result.
 """
 
@@ -33,7 +34,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from vftune.itr import itr_label
 from vftune.model import Capabilities
@@ -53,6 +54,63 @@ DONE = "done"
 class Probe:
     itr: int
     throughput: float
+
+
+@dataclass(frozen=True)
+class SearchConfig:
+    """How one search decides; the defaults are the throughput objective's.
+
+    ``tolerance`` is the paper's accept interval in interrupts/s; the search also stops when the
+    bracket's high/low ratio is within ``rel_tolerance``. ``margin`` is the noise margin (smaller
+    differences are re-measured, not followed); ``plateau_margin`` picks the lowest rate within
+    that share of the best (1%: throughput stays within 1% of the best when measurements are
+    exact); ``max_interval_us`` bounds the coalescing delay the plateau rule may add.
+    ``cpu_worth`` (None: off) is the CPU rule against an adaptive incumbent: a result that costs
+    more CPU per bit than the incumbent is kept only when its throughput gain is at least
+    cpu_worth times the relative rise in CPU per bit (see SearchTuner's docstring).
+    """
+
+    tolerance: float = 200.0
+    rel_tolerance: float = 0.2
+    margin: float = 0.02
+    plateau_margin: float = 0.01
+    harm_margin: float = 0.005
+    max_repeats: int = 3
+    max_repeats_per_step: int = 2
+    max_interval_us: float = 250.0
+    confirm: bool = True
+    max_confirms: int = 2
+    max_step_scans: int = 2
+    max_edge_probes: int = 2
+    recheck_incumbent: bool = True
+    max_probes: int = 15
+    pessimistic: bool = True
+    plateau_width: float = 1.5
+    quantize: Callable[[float], float] | None = None
+    cpu_worth: float | None = None
+
+    def __post_init__(self) -> None:
+        if not self.tolerance > 0:
+            raise ValueError(f"tolerance must be > 0 interrupts/s, got {self.tolerance!r}")
+        for name in ("rel_tolerance", "margin", "plateau_margin", "harm_margin"):
+            value = getattr(self, name)
+            if not 0 <= value < 1:
+                raise ValueError(f"{name} must be in [0, 1), got {value!r}")
+        if (self.max_repeats < 0 or self.max_repeats_per_step < 0 or self.max_confirms < 1
+                or self.max_edge_probes < 0):
+            raise ValueError(
+                f"repeat and confirm counts must be >= 0 (confirms >= 1), got "
+                f"{self.max_repeats!r}/{self.max_repeats_per_step!r}/{self.max_confirms!r}"
+            )
+        if not self.plateau_width > 1:
+            raise ValueError(f"plateau_width must be > 1, got {self.plateau_width!r}")
+        if self.max_probes < 3:
+            raise ValueError(
+                f"max_probes must be >= 3 (two interior points and a confirmation), got {self.max_probes!r}")
+        if not self.max_interval_us > 0:
+            raise ValueError(f"max_interval_us must be > 0, got {self.max_interval_us!r}")
+        if self.cpu_worth is not None and not self.cpu_worth >= 0:
+            raise ValueError(f"cpu_worth must be a number >= 0 (inf: never more CPU per bit), got {self.cpu_worth!r}")
 
 
 class ItrSearch:
@@ -75,58 +133,34 @@ class ItrSearch:
         self,
         low: float,
         high: float,
-        tolerance: float,
+        tolerance: float | None = None,
+        config: SearchConfig | None = None,
         *,
-        rel_tolerance: float = 0.2,
-        margin: float = 0.02,
-        plateau_margin: float = 0.01,
-        harm_margin: float = 0.005,
-        max_repeats: int = 3,
-        max_repeats_per_step: int = 2,
-        max_interval_us: float = 250.0,
         incumbent: float | None = None,
         incumbent_throughput: float | None = None,
-        confirm: bool = True,
-        max_confirms: int = 2,
-        max_step_scans: int = 2,
-        max_edge_probes: int = 2,
-        recheck_incumbent: bool = True,
-        max_probes: int = 15,
-        pessimistic: bool = True,
         incumbent_cost: float | None = None,
-        plateau_width: float = 1.5,
-        quantize: Callable[[float], float] | None = None,
+        incumbent_cpu_per_bit: float | None = None,
         cost_margin: float | None = None,
     ) -> None:
+        cfg = config or SearchConfig()
+        if tolerance is not None:
+            cfg = replace(cfg, tolerance=tolerance)
         if not (math.isfinite(low) and low > 0):
             raise ValueError(f"low must be a positive interrupt rate, got {low!r}")
         if not (math.isfinite(high) and high > low):
             raise ValueError(f"high must be above low ({low!r}), got {high!r}")
-        if not tolerance > 0:
-            raise ValueError(f"tolerance must be > 0 interrupts/s, got {tolerance!r}")
-        for name, value in (
-            ("rel_tolerance", rel_tolerance),
-            ("margin", margin),
-            ("plateau_margin", plateau_margin),
-            ("harm_margin", harm_margin),
-        ):
-            if not 0 <= value < 1:
-                raise ValueError(f"{name} must be in [0, 1), got {value!r}")
-        if max_repeats < 0 or max_repeats_per_step < 0 or max_confirms < 1 or max_edge_probes < 0:
-            raise ValueError(
-                f"repeat and confirm counts must be >= 0 (confirms >= 1), got "
-                f"{max_repeats!r}/{max_repeats_per_step!r}/{max_confirms!r}"
-            )
         if cost_margin is not None and not (math.isfinite(cost_margin) and cost_margin >= 0):
             raise ValueError(f"cost_margin must be a finite number >= 0, got {cost_margin!r}")
-        if not plateau_width > 1:
-            raise ValueError(f"plateau_width must be > 1, got {plateau_width!r}")
-        if max_probes < 3:
-            raise ValueError(f"max_probes must be >= 3 (two interior points and a confirmation), got {max_probes!r}")
-        if not max_interval_us > 0:
-            raise ValueError(f"max_interval_us must be > 0, got {max_interval_us!r}")
         if incumbent is not None and incumbent < 0:
             raise ValueError(f"incumbent must be >= 0 interrupts/s (0 = adaptive), got {incumbent!r}")
+        self.config = cfg
+        tolerance = cfg.tolerance
+        rel_tolerance, margin, plateau_margin = cfg.rel_tolerance, cfg.margin, cfg.plateau_margin
+        harm_margin, max_repeats, max_repeats_per_step = cfg.harm_margin, cfg.max_repeats, cfg.max_repeats_per_step
+        max_interval_us, confirm, max_confirms = cfg.max_interval_us, cfg.confirm, cfg.max_confirms
+        max_step_scans, max_edge_probes = cfg.max_step_scans, cfg.max_edge_probes
+        recheck_incumbent, max_probes, pessimistic = cfg.recheck_incumbent, cfg.max_probes, cfg.pessimistic
+        plateau_width, quantize = cfg.plateau_width, cfg.quantize
 
         self.low = float(low)
         self.high = float(high)
@@ -154,6 +188,9 @@ class ItrSearch:
         self.incumbent_cost = incumbent_cost
         self._recheck = recheck_incumbent
         self._incumbent_samples: list[float] = [] if incumbent_throughput is None else [incumbent_throughput]
+        # CPU seconds per bit, when the caller measures it: the incumbent's, and per rate.
+        self._incumbent_cpb: list[float] = [] if incumbent_cpu_per_bit is None else [incumbent_cpu_per_bit]
+        self._cpb: dict[int, list[float]] = {}
 
         self.incumbent: int | None = None if incumbent is None else int(round(incumbent))
         self.incumbent_throughput: float | None = incumbent_throughput
@@ -178,8 +215,9 @@ class ItrSearch:
         """The next rate to measure in interrupts/s (0 = adaptive), or None once converged."""
         return self._pending
 
-    def tell(self, itr: float, throughput: float) -> None:
-        """Record the throughput measured at the rate ask() returned last."""
+    def tell(self, itr: float, throughput: float, cpu_per_bit: float | None = None) -> None:
+        """Record the throughput measured at the rate ask() returned last (and, when known, the
+        CPU seconds it cost per bit delivered: the CPU rule needs it)."""
         if self._pending is None:
             raise ValueError(f"tell({itr!r}) after the search converged; start a new search")
         if int(round(itr)) != self._pending:
@@ -187,9 +225,16 @@ class ItrSearch:
         if not (math.isfinite(throughput) and throughput >= 0):
             raise ValueError(f"throughput must be a finite number >= 0, got {throughput!r}")
         self.history.append(Probe(self._pending, float(throughput)))
+        cpb_ok = cpu_per_bit is not None and math.isfinite(cpu_per_bit) and cpu_per_bit > 0
         if self.phase in (BASELINE, RECHECK):
+            if cpb_ok:
+                assert cpu_per_bit is not None
+                self._incumbent_cpb.append(cpu_per_bit)
             self._incumbent_samples.append(float(throughput))
-            self.incumbent_throughput = sum(self._incumbent_samples) / len(self._incumbent_samples)
+            # Judged as the probes are: by its lowest window when pessimistic (else a lucky
+            # incumbent window would keep the incumbent against better, re-measured probes).
+            self.incumbent_throughput = (min(self._incumbent_samples) if self.pessimistic
+                                         else sum(self._incumbent_samples) / len(self._incumbent_samples))
             if self.phase == RECHECK:
                 self._finish()
                 self.phase = DONE
@@ -198,6 +243,9 @@ class ItrSearch:
             self.phase = SEARCH
         else:
             self._samples.setdefault(self._pending, []).append(float(throughput))
+            if cpb_ok:
+                assert cpu_per_bit is not None
+                self._cpb.setdefault(self._pending, []).append(cpu_per_bit)
         self._advance()
 
     @property
@@ -376,13 +424,19 @@ class ItrSearch:
         return candidate
 
     def _needs_recheck(self) -> bool:
-        """The incumbent would veto the result on one measurement: measure it once more."""
+        """The incumbent would veto the result on one measurement (as better, or as as good for
+        fewer interrupts): measure it once more."""
         if not self._recheck or self.incumbent is None or self.incumbent_throughput is None or not self._spare():
             return False
         if len(self._incumbent_samples) != 1 or self._choice == self.incumbent:
             return False
         assert self._choice is not None
-        return self.score(self._choice) < self.incumbent_throughput * (1.0 - self.harm_margin)
+        value, inc = self.score(self._choice), self.incumbent_throughput
+        if value < inc * (1.0 - self.harm_margin):
+            return True
+        cost = self.incumbent_cost if self.incumbent_cost else (self.incumbent or None)
+        return cost is not None and self._choice > cost * (1.0 + self.margin) and inc > 0 and (
+            value / inc - 1.0 < self.cost_margin)
 
     def _search_step(self) -> int | None:
         """One golden-section comparison; returns a rate to measure, or None after a cut."""
@@ -433,12 +487,9 @@ class ItrSearch:
         eligible = [r for r, m in means.items() if m >= top * (1.0 - self.plateau_margin) and r >= floor]
         if not eligible:
             return max(means, key=lambda r: (means[r], -r))
+        # Exact measurements keep the result within plateau_margin of the best (never the noise
+        # margin, which only decides whether a difference is re-measured).
         choice = min(eligible)
-        if self._wide_plateau(choice, means, top):
-            # Flat within the noise over a wide range: differences inside the noise margin are
-            # not a decision, so the lowest rate inside it keeps the throughput for less CPU.
-            same = [r for r, m in means.items() if floor <= r < choice and m >= top * (1.0 - self.margin)]
-            choice = min(same, default=choice)
         return choice
 
     def _wide_plateau(self, choice: int, scores: dict[int, float], top: float) -> bool:
@@ -476,12 +527,47 @@ class ItrSearch:
         elif chosen == self.incumbent or value >= inc * (1.0 - self.harm_margin):
             self._best = chosen
             self.outcome = f"best {chosen}/s ({_pct(gain)} vs incumbent)"
+            self._cpu_rule(inc)
         else:
             self._best = self.incumbent
             self.outcome = (
                 f"kept incumbent {itr_label(self.incumbent)}: best probe {chosen}/s "
                 f"measured {_pct(gain)}"
             )
+
+    def cpu_per_bit(self, itr: int) -> float | None:
+        """The mean CPU seconds per bit measured at a rate (the incumbent's for its rate), if any."""
+        values = self._incumbent_cpb if itr == self.incumbent and itr not in self._cpb else self._cpb.get(itr)
+        return sum(values) / len(values) if values else None
+
+    def _cpu_rule(self, inc: float) -> None:
+        """A result that costs more CPU per bit than the incumbent (the guest's own adaptive ITR
+        when the search started there) must gain throughput worth cpu_worth times the relative
+        rise in CPU per bit; otherwise the cheapest measured rate that holds the incumbent's
+        throughput at no more CPU per bit wins, or the incumbent stays."""
+        worth = self.config.cpu_worth
+        if worth is None or self.incumbent is None or self._best is None or self._best == self.incumbent:
+            return
+        base = sum(self._incumbent_cpb) / len(self._incumbent_cpb) if self._incumbent_cpb else None
+        ours = self.cpu_per_bit(self._best)
+        if base is None or ours is None or inc <= 0:
+            return
+        rise = ours / base - 1.0
+        gain = self.score(self._best) / inc - 1.0
+        if rise <= 0 or gain >= worth * rise + self.margin:
+            return
+        cheaper = [r for r in self._samples if r != self.incumbent
+                   and (c := self.cpu_per_bit(r)) is not None and c <= base
+                   and self.score(r) >= inc * (1.0 - self.harm_margin)]
+        was = self._best
+        if cheaper:
+            self._best = max(cheaper, key=lambda r: (self.score(r), -r))
+            self.outcome = (f"best {self._best}/s: {was}/s gains {_pct(gain)} for {_pct(rise)} CPU per bit "
+                            f"against the incumbent")
+        else:
+            self._best = self.incumbent
+            self.outcome = (f"kept incumbent {itr_label(self.incumbent)}: {was}/s gains {_pct(gain)} for "
+                            f"{_pct(rise)} CPU per bit")
 
 
 def _pct(x: float) -> str:

@@ -19,6 +19,7 @@ from vftune.agent.backoff import WriteBackoff
 from vftune.agent.costmodel import cliff_inputs
 from vftune.agent.costs import CostTracker
 from vftune.agent.hybrid import cliff_rate
+from vftune.agent.memory import HostProfiles, ProfilesRecord
 from vftune.agent.policy import (
     DEFAULT_GOAL,
     Excluded,
@@ -64,7 +65,7 @@ MAX_FAILED_TICKS = 30
 
 @dataclass
 class AgentConfig:
-    interval: float = 1.0  # seconds of host time between ticks
+    interval: float = 0.5  # seconds of host time between ticks (windows of 0.5 s where counters allow)
     maintain_every: int = 10  # ticks between retention passes (each a few small batches)
     fit_every: int = 60  # ticks between cost-model fits
     inventory_every: int = 60  # ticks between inventory re-reads (events trigger one sooner)
@@ -229,6 +230,25 @@ class Agent:
             last_decision=st.last_decision if st else None,
             mode_now=s.mode if s else None, switches=_switches(s, st),
         )
+
+    # -- workload memory ------------------------------------------------------
+
+    def _profiles(self) -> HostProfiles | None:
+        memory = getattr(self._vf_policy_factory, "profiles", None)
+        return memory if isinstance(memory, HostProfiles) else None
+
+    def export_profiles(self) -> dict[str, Any] | None:
+        """The VF policy's workload memory as plain data; None when the policy keeps none."""
+        memory = self._profiles()
+        return None if memory is None else memory.export()
+
+    def import_profiles(self, data: object) -> int:
+        """Merge a memory record (ProfilesRecord's JSON form) into the host's; returns how many
+        entries it brought. ValueError names the first bad field; LookupError: no memory here."""
+        memory = self._profiles()
+        if memory is None:
+            raise LookupError("the VF policy keeps no workload memory (run with --policy search)")
+        return memory.load(ProfilesRecord.from_json(data))
 
     # -- inventory ----------------------------------------------------------
 
@@ -426,7 +446,7 @@ class Agent:
         if not self._report(applied, decision.reason, t):
             return None
         return Decision(t, pci, "itr", applied.old, decision.itr, applied.applied, applied.ok,
-                        decision.reason, applied.error)
+                        decision.reason, applied.error, decision.cause)
 
     def _apply_bounds(self, pci: str, t: float) -> list[Decision]:
         """An operator's max_interval_us for this VF, as a lower bound on its adaptive ITR."""

@@ -1,11 +1,19 @@
-"""Policy specs as an operator writes them on the command line: `search`, `fixed:20000`, `observe`."""
+"""Policy specs as an operator writes them on the command line: `search`, `fixed:20000`, `observe`.
+
+Every VF factory here is a GoalPolicyFactory: called as (pci, caps) it gives the default goal
+(objective `throughput`), called as (pci, caps, VfGoal(objective, max_interval_us)) it gives the
+goal of the VF's config rule. make_vf_policy() is the same in one call. The search factory holds
+one HostProfiles for all the VFs it makes: the host's workload memory (Agent.profiles()).
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from typing import TypeVar
 
+from vftune.agent.memory import HostProfiles
 from vftune.agent.mode import HybridModeController, ModeOptions
+from vftune.agent.objective import Goal, Objective
 from vftune.agent.policy import (
     DEFAULT_GOAL,
     FixedItr,
@@ -14,6 +22,7 @@ from vftune.agent.policy import (
     PfControllerFactory,
     StockMode,
     VfGoal,
+    VfPolicy,
 )
 from vftune.agent.tuner import SearchTuner, TunerOptions
 from vftune.model import Capabilities
@@ -31,7 +40,7 @@ def _fixed(arg: str) -> GoalPolicyFactory:
     except ValueError:
         raise PolicyError(f"--policy fixed:{arg}: the rate must be a whole number of interrupts/s") from None
 
-    def make(pci: str, caps: Capabilities, goal: VfGoal = DEFAULT_GOAL) -> FixedItr:
+    def make(pci: str, caps: Capabilities, goal: VfGoal = DEFAULT_GOAL, /) -> FixedItr:
         if not caps.itr_min <= itr <= caps.itr_max:
             raise PolicyError(
                 f"--policy fixed:{itr}: outside this host's range {caps.itr_min}..{caps.itr_max} interrupts/s"
@@ -41,20 +50,33 @@ def _fixed(arg: str) -> GoalPolicyFactory:
     return make
 
 
+class SearchFactory:
+    """Makes SearchTuners that share one host's workload memory, each with its VF's goal."""
+
+    def __init__(self, options: TunerOptions | None = None, profiles: HostProfiles | None = None,
+                 default_goal: VfGoal = DEFAULT_GOAL) -> None:
+        self.options = options
+        self.profiles = profiles or HostProfiles()
+        self.default_goal = default_goal  # for VFs no config rule gives a goal
+
+    def __call__(self, pci: str, caps: Capabilities, goal: VfGoal = DEFAULT_GOAL, /) -> SearchTuner:
+        if goal == DEFAULT_GOAL:
+            goal = self.default_goal
+        try:
+            tuner_goal = Goal.of(goal.objective, goal.max_interval_us)
+        except ValueError as exc:
+            raise PolicyError(f"VF {pci}: {exc}") from None
+        return SearchTuner(pci, caps, self.options, goal=tuner_goal, profiles=self.profiles)
+
+
 def _search(arg: str) -> GoalPolicyFactory:
     if arg:
         raise PolicyError(f"--policy search:{arg}: search takes no argument")
-
-    def make(pci: str, caps: Capabilities, goal: VfGoal = DEFAULT_GOAL) -> SearchTuner:
-        # The objective is carried for the tuner to act on; the interval bound it acts on today.
-        options = TunerOptions(max_interval_us=goal.max_interval_us) if goal.max_interval_us else None
-        return SearchTuner(pci, caps, options)
-
-    return make
+    return SearchFactory()
 
 
 def _observe(arg: str) -> GoalPolicyFactory:
-    def make(pci: str, caps: Capabilities, goal: VfGoal = DEFAULT_GOAL) -> Observe:
+    def make(pci: str, caps: Capabilities, goal: VfGoal = DEFAULT_GOAL, /) -> Observe:
         return Observe()
 
     return make
@@ -90,6 +112,17 @@ def _parse(spec: str, table: Mapping[str, Callable[[str], Made]], option: str) -
 def vf_policy(spec: str) -> GoalPolicyFactory:
     """A factory callable as (pci, caps) or (pci, caps, goal)."""
     return _parse(spec, VF_POLICIES, "--policy")
+
+
+def make_vf_policy(spec: str, pci: str, caps: Capabilities, objective: Objective | str = Objective.THROUGHPUT,
+                   max_interval_us: float | None = None) -> VfPolicy:
+    """One VF's policy from a spec and its config rule's objective and bound (microseconds)."""
+    try:
+        goal = VfGoal(Objective.parse(objective).value if isinstance(objective, str) else objective.value,
+                      max_interval_us)
+    except ValueError as exc:
+        raise PolicyError(str(exc)) from None
+    return vf_policy(spec)(pci, caps, goal)
 
 
 def pf_controller(spec: str) -> PfControllerFactory:

@@ -1,219 +1,106 @@
-"""SearchTuner: the per-VF policy the agent runs by default: golden-section search, restarted.
+"""SearchTuner: the per-VF policy the agent runs by default. It drives the small parts:
 
-Per VF, over the agent's VfSamples:
+    window.py   cuts the sample stream into measurement windows at counter refreshes
+    change.py   tells whether the held load is still the one its setting was chosen for
+    memory.py   classifies windows and remembers the best setting per class, per VF and host
+    port.py     judges a window on a saturated port (the VF's share, not the port's total)
+    restart.py  the periodic restart clock
+    itr_search  the golden-section search (one SearchConfig, from the VF's objective)
 
-    idle --(traffic)--> probing: set probe ITR -> settle -> measure one window -> tell -> next
-                        probing --(search converged)--> holding
-    holding --(N interrupts | M intervals)--> warm restart (bracket around the current best)
-    holding --(packet size changed, or the rate changed for load_change_s)--> cold restart
+Per VF:
 
-Measurement windows: per-VF byte counters on unpatched ixgbe refresh about every 2 s, so a 1-s
-sample may show no delta and the next one double. A window therefore starts and ends on samples
-whose counters were refreshed (VfSample.fresh), lasts at least max(window_s,
-Capabilities.counter_refresh_s), and sums bytes over its samples instead of averaging rates.
+    idle --(traffic)--> recall (a remembered class) | probing (an unseen class)
+    probing --(search converged)--> holding; the class's best is remembered
+    probing --(the class changed)--> the search is suspended for its class (resumed when the
+        class returns) and the new class is recalled, resumed or searched
+    holding --(N interrupts | M seconds)--> warm restart (bracket around the held rate)
+    holding --(another class for a window | the rate moved for long)--> recall or search
+    holding --(a recalled setting measures worse than remembered)--> forgotten, cold search
+    any --(loads change faster than a window and a settle time a few times over)--> adaptive:
+        the VF's own adaptive ITR until the load holds still for resume_s
 
-Restart defaults, and why not the paper's 1000 interrupts: at 10^4..10^5 interrupts/s, 1000
-interrupts is 10-100 ms, shorter than one measurement window, so the search would never hold
-an answer and every probe at a poor ITR would cost throughput. A full search here costs at most
-15 windows (max_probes; ~50 s at 1-s ticks); holding for 600 intervals (10 min at 1-s ticks) or
-30 million interrupts (5 min at 100K/s) keeps probing to a few percent of the time. Periodic
-restarts are warm (bracket x/2..2x around the held rate: few, mild probes) and jittered per VF
-(restart_jitter), because VFs sharing a port that search at the same time measure each other's
-probes.
+Every search measures the guest's adaptive ITR first when it starts from it (cold): the result
+must beat it (do no harm) and, under the throughput objective, must not cost more CPU per Gb
+unless its gain pays for it (objective.py documents the rule).
 
-Change detection while holding (a new load gets a cold search over the full bracket): the
-reference is the median of the first windows after convergence. A different mean packet size
-is a different workload and restarts after two windows; a change of rate alone must last
-load_change_s (30 s) in one direction, because bursts of a few seconds are not a new load and
-chasing them costs more probes than it wins. Inside a search only the packet size counts.
-
-Saturated ports (port_saturation): VFs on one PF share its 10 Gb/s. When the port's received
-load is at its line rate, one VF's gain at a higher rate is a share taken from its neighbours
-(the port's total does not move) and costs interrupts for nothing. There a search credits a
-window with the VF's receive rate only up to its fair share of the port
-(VfSample.port_rx_share_bps), so the plateau rule picks the lowest rate that still takes the
-VF's share; a rate costlier than the incumbent must raise the port's total by port_gain (won
-back of the VF's share), not just the VF's throughput by the noise margin; and a search stays
-within warm_span of the rate in force, looking only for a cheaper rate when the VF has its
-share. The port counts as saturated for port_memory_s after a window found it so: room that
-neighbours' probes leave for a few seconds is not this VF's to keep. A port below its line
-rate, or unknown, changes nothing.
-
+Decisions carry a Cause and structured fields (causes.py); their text is rendered from them.
 Pure logic: the agent supplies samples and applies decisions.
 """
 
 from __future__ import annotations
 
-import hashlib
 import math
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields, replace
+from enum import StrEnum
 
-from vftune.agent.itr_search import ItrSearch, bracket_from_capabilities
+from vftune.agent.causes import Cause, TunerEvent
+from vftune.agent.change import Change, ChangeDetector, same_shape
+from vftune.agent.itr_search import ItrSearch, SearchConfig, bracket_from_capabilities
+from vftune.agent.memory import ClassMemory, HostProfiles, Profile, WorkloadClass, classify
+from vftune.agent.objective import Goal
 from vftune.agent.policy import VfPolicy
-from vftune.itr import itr_label, quantize_itr, same_itr
+from vftune.agent.port import PortJudge
+from vftune.agent.restart import RestartClock
+from vftune.agent.window import Window, WindowMeter
+from vftune.itr import quantize_itr, same_itr
 from vftune.model import Capabilities, ItrDecision, VfSample
 
-_EPS = 1e-6
-
-
-@dataclass(frozen=True)
-class Window:
-    """One measurement window between two counter refreshes."""
-
-    start: float
-    end: float
-    bits: float
-    packets: float
-    interrupts: int | None
-    itr: int
-    rx_bits: float = 0.0
-    # The port over the same window (bits), None when a sample did not show it.
-    port_bits: float | None = None
-    port_capacity_bits: float | None = None
-    share_bits: float | None = None
-
-    @property
-    def duration(self) -> float:
-        return self.end - self.start
-
-    @property
-    def port_load(self) -> float | None:
-        """The port's received load as a share of its line rate."""
-        if self.port_bits is None or not self.port_capacity_bits:
-            return None
-        return self.port_bits / self.port_capacity_bits
-
-    def credited_bps(self, saturated: bool) -> float:
-        """What a search is told: on a saturated port the VF's receive rate counts only up to
-        its fair share of the port (the rest is taken from its neighbours); otherwise the rate
-        as measured."""
-        if not saturated or self.share_bits is None:
-            return self.bps
-        rx = min(self.rx_bits, self.share_bits)
-        return (rx + self.bits - self.rx_bits) / self.duration
-
-    @property
-    def bps(self) -> float:
-        return self.bits / self.duration
-
-    @property
-    def pps(self) -> float:
-        return self.packets / self.duration
-
-    @property
-    def packet_bytes(self) -> float:
-        return self.bits / 8.0 / self.packets if self.packets > 0 else 0.0
-
-
-class WindowMeter:
-    """Cuts a VfSample stream into windows bounded by fresh counters, after a settle time."""
-
-    def __init__(self, window_s: float) -> None:
-        if not window_s > 0:
-            raise ValueError(f"window_s must be > 0, got {window_s!r}")
-        self.window_s = window_s
-        self._change_t = -math.inf
-        self._settle_s = 0.0
-        self._origin: float | None = None
-        self._reset_sums()
-
-    def _reset_sums(self) -> None:
-        self._bits = 0.0
-        self._rx_bits = 0.0
-        self._packets = 0.0
-        self._interrupts: int | None = 0
-        self._port: list[float] | None = [0.0, 0.0, 0.0]  # bits, capacity bits, share bits
-
-    def start(self, change_t: float, settle_s: float) -> None:
-        """Forget the running window: a setting changed at change_t (sample time)."""
-        self._change_t = change_t
-        self._settle_s = settle_s
-        self._origin = None
-        self._reset_sums()
-
-    @property
-    def settling(self) -> bool:
-        return self._origin is None
-
-    def add(self, s: VfSample) -> Window | None:
-        if self._origin is None:
-            # The counters of a fresh sample were copied somewhere in (t - dt, t]: only a sample
-            # that begins after the change and ends after the settle time opens a window.
-            if s.fresh and s.t - s.dt >= self._change_t - _EPS and s.t >= self._change_t + self._settle_s - _EPS:
-                self._origin = s.t
-                self._reset_sums()
-            return None
-        if s.t <= self._origin:
-            return None
-        self._bits += s.throughput_bps * s.dt
-        self._rx_bits += s.rx_bps * s.dt
-        self._packets += (s.rx_pps + s.tx_pps) * s.dt
-        if s.port_rx_bps is None or s.port_rx_capacity_bps is None or s.port_rx_share_bps is None:
-            self._port = None
-        elif self._port is not None:
-            self._port[0] += s.port_rx_bps * s.dt
-            self._port[1] += s.port_rx_capacity_bps * s.dt
-            self._port[2] += s.port_rx_share_bps * s.dt
-        if s.interrupts is None or self._interrupts is None:
-            self._interrupts = None
-        else:
-            self._interrupts += s.interrupts
-        if s.fresh and s.t - self._origin >= self.window_s - _EPS:
-            port: list[float | None] = list(self._port) if self._port else [None, None, None]
-            w = Window(self._origin, s.t, self._bits, self._packets, self._interrupts, s.itr,
-                       self._rx_bits, port[0], port[1], port[2])
-            self._origin = s.t
-            self._reset_sums()
-            return w
-        return None
+__all__ = ["Convergence", "Phase", "SearchTuner", "TunerOptions", "Window", "WindowMeter"]
 
 
 @dataclass(frozen=True)
 class TunerOptions:
-    settle_s: float = 1.0  # after an ITR change, before a window may start
-    window_s: float = 2.0  # raised to the counters' refresh period when that is longer
-    tolerance: float = 200.0  # accept interval, interrupts/s (absolute, bites below ~1000/s)
+    settle_s: float = 0.5  # after an ITR change, before a window may start
+    window_s: float = 0.5  # raised to the counters' refresh period when that is longer
+    tolerance: float = 200.0  # accept interval, interrupts/s
     rel_tolerance: float = 0.2  # ... or a bracket within 20% (high/low)
     margin: float = 0.02  # noise margin: smaller differences are re-measured, not followed
-    plateau_margin: float = 0.01  # plateau: lowest rate within 1% of the best
+    plateau_margin: float = 0.005  # plateau: lowest rate within 0.5% of the best (throughput first)
     harm_margin: float = 0.005  # keep the incumbent if the result measures >0.5% worse
     max_repeats: int = 3  # re-measurements per search
-    max_probes: int = 15  # measurements per search, the incumbent's included
-    max_interval_us: float = 250.0  # plateau choice never goes below 4000/s
+    max_probes: int = 12  # measurements per search, the incumbent's included (1 s each: cold <= 13 s)
     restart_interrupts: int = 30_000_000
-    restart_intervals: int = 600
+    restart_s: float = 600.0
     restart_jitter: float = 0.25  # each hold lasts x(1 +- jitter) of the above, per VF and search
     load_change: float = 0.3  # relative change of packet or bit rate that restarts ...
     load_change_s: float = 30.0  # ... once it has lasted this long (bursts are not a new load)
-    size_change: float = 0.25  # relative change of the mean packet size: a different workload
-    change_windows: int = 2  # consecutive windows beyond size_change (or idle) before restarting
+    change_windows: int = 2  # windows of an unseen class (or idle) before acting on it
+    recall_windows: int = 1  # windows of a remembered class before its setting is recalled
     reference_windows: int = 3  # the held load's reference: median of this many windows
     min_throughput_bps: float = 1e6  # below this a VF is idle: nothing to tune
     warm_span: float = 2.0  # periodic restarts search [best/span, best*span]
     quantize: bool = True  # probe only rates the 82599 can deliver (2.048-us steps)
     max_apply_misses: int = 3  # samples showing another ITR than the probe before giving up
-    # A port loaded to this share of its line rate is saturated, and stays so for port_memory_s
-    # (room left by neighbours' probes is not the VF's to keep): there a search credits the VF
-    # with at most its fair share (gains beyond it come from the neighbours). Above 1: never.
-    port_saturation: float = 0.98
-    port_memory_s: float = 60.0
-    # On a saturated port the port's total is the objective: a rate costlier than the incumbent
-    # must raise it by this share (what the VF can win back of its fair share), as the plateau
-    # margin does for one VF.
-    port_gain: float = 0.01
+    worse_margin: float = 0.25  # a recalled setting this far below its remembered throughput is
+    # checked against one window of the adaptive ITR (and searched again if that does better)
+    host_memory: bool = True  # a VF's unseen class starts from another VF's setting for it
+    # Hand back to the adaptive ITR when the last handback_changes load changes came on average
+    # sooner than handback_windows x (settle + window): nothing measured would hold long enough.
+    handback_changes: int = 4
+    handback_windows: float = 2.0
+    resume_s: float = 60.0  # after a handback: steady this long before tuning again
+    port_saturation: float = 0.98  # a port loaded to this share of its line rate is saturated ...
+    port_memory_s: float = 60.0  # ... and stays so this long after a window found it so
+    port_gain: float = 0.01  # a VF taking its share must raise the port's total by this much
+    # Host CPU per forwarded interrupt (VM exit, vfio's handler, injection: a few microseconds
+    # without posted interrupts), added to the guest's CPU when a setting's cost is judged.
+    # An estimate, not a measurement of this host.
+    host_irq_cost_s: float = 2e-6
+    # A bound on the coalescing delay (us) for VFs whose goal gives none (the goal's wins).
+    max_interval_us: float | None = None
 
     def __post_init__(self) -> None:
-        positive = ("window_s", "tolerance", "max_interval_us", "warm_span")
+        positive = ("window_s", "tolerance", "warm_span", "restart_s", "handback_windows", "max_interval_us")
         for f in fields(self):
             value = getattr(self, f.name)
-            if isinstance(value, bool):
+            if isinstance(value, bool) or value is None:
                 continue
             if not math.isfinite(value) or value < 0:
                 raise ValueError(f"tuner option {f.name} must be a finite number >= 0, got {value!r}")
             if f.name in positive and value == 0:
                 raise ValueError(f"tuner option {f.name} must be > 0, got {value!r}")
-        for name in ("restart_interrupts", "restart_intervals", "change_windows", "max_apply_misses", "max_probes",
-                     "reference_windows"):
+        for name in ("restart_interrupts", "change_windows", "recall_windows", "max_apply_misses",
+                     "max_probes", "reference_windows", "handback_changes"):
             if getattr(self, name) < 1:
                 raise ValueError(f"tuner option {name} must be >= 1, got {getattr(self, name)!r}")
         if self.warm_span <= 1:
@@ -228,22 +115,12 @@ class TunerOptions:
             raise ValueError(f"unknown tuner option {unknown[0]!r}; known: {', '.join(sorted(known))}")
         return cls(**values)  # type: ignore[arg-type]
 
-
-def _interrupt_rate(w: Window | None) -> float | None:
-    """Interrupts/s over a window, when the host shows them (not with posted interrupts)."""
-    if w is None or not w.interrupts or w.duration <= 0:
-        return None
-    return w.interrupts / w.duration
-
-
-def _median_window(windows: list[Window]) -> Window:
-    """The window with the median bit rate: a typical one, not a burst's."""
-    ordered = sorted(windows, key=lambda w: w.bps)
-    return ordered[(len(ordered) - 1) // 2]
-
-
-def _rel_change(now: float, ref: float) -> float:
-    return abs(now - ref) / max(abs(ref), 1e-9)
+    def search_config(self) -> SearchConfig:
+        return SearchConfig(
+            tolerance=self.tolerance, rel_tolerance=self.rel_tolerance, margin=self.margin,
+            plateau_margin=self.plateau_margin, harm_margin=self.harm_margin, max_repeats=self.max_repeats,
+            max_probes=max(3, self.max_probes), quantize=quantize_itr if self.quantize else None,
+        )
 
 
 @dataclass
@@ -256,55 +133,89 @@ class Convergence:
     best: int
 
 
-@dataclass(frozen=True)
-class _Event:
-    t: float
-    text: str
+class Phase(StrEnum):
+    IDLE = "idle"
+    PROBING = "probing"
+    HOLDING = "holding"
+    ADAPTIVE = "adaptive"  # handed back: the VF's own adaptive ITR while loads flip
 
 
-IDLE, PROBING, HOLDING = "idle", "probing", "holding"
+@dataclass
+class _Search:
+    """A search and what it is for; suspended while its class is away."""
+
+    search: ItrSearch
+    klass: WorkloadClass | None
+    started: float
+    capped: int = 0  # windows credited with the VF's port share only
+    judged: int = 0
+    # Each probed rate's class as last measured: the load's class at the chosen rate is what
+    # the result is remembered for (probes move the packet rate, and so its decade).
+    classes: dict[int, WorkloadClass] = field(default_factory=dict)
+
+
+# Restart causes as the benchmark counts them.
+_RESTART_KEYS = {Cause.RESTART_PERIODIC: "periodic", Cause.RESTART_LOAD: "load",
+                 Cause.RESTART_IN_SEARCH: "in_search", Cause.RESTART_WORSE: "worse"}
 
 
 class SearchTuner(VfPolicy):
-    """Golden-section ITR tuning for one VF, with restarts and change detection."""
+    """Golden-section ITR tuning for one VF, with workload memory, restarts and change detection."""
 
     name = "vftune"
 
-    def __init__(self, pci: str, caps: Capabilities, options: TunerOptions | dict[str, object] | None = None) -> None:
+    def __init__(self, pci: str, caps: Capabilities, options: TunerOptions | dict[str, object] | None = None,
+                 goal: Goal | None = None, profiles: HostProfiles | None = None) -> None:
         self.pci = pci
         self.caps = caps
         self.options = options if isinstance(options, TunerOptions) else TunerOptions.from_mapping(options)
+        o = self.options
+        self.goal = goal or Goal()
+        if self.goal.max_interval_us is None and o.max_interval_us is not None:
+            self.goal = Goal(self.goal.objective, o.max_interval_us)
+        self.search_config = self.goal.search_config(o.search_config())
         self.full_bracket = bracket_from_capabilities(caps)
-        self.window_s = max(self.options.window_s, caps.counter_refresh_s)
+        if self.goal.bounds_delay:
+            # A bound on the added delay is a hard floor: no probe goes below it either.
+            floor = math.ceil(1e6 / self.search_config.max_interval_us)
+            if self.full_bracket[0] < floor < self.full_bracket[1]:
+                self.full_bracket = (floor, self.full_bracket[1])
+        self.window_s = max(o.window_s, caps.counter_refresh_s)
         self.meter = WindowMeter(self.window_s)
-        self.phase = IDLE
-        self.search: ItrSearch | None = None
+        self.changes = ChangeDetector(o.min_throughput_bps, o.load_change, o.load_change_s, o.change_windows,
+                                      o.reference_windows)
+        self.port = PortJudge(o.port_saturation, o.port_memory_s, o.port_gain, o.margin)
+        self.clock = RestartClock(pci, o.restart_interrupts, o.restart_s, o.restart_jitter)
+        self.profiles = profiles or HostProfiles()
+        self.memory: ClassMemory = self.profiles.for_vf(pci)
+        self.phase = Phase.IDLE
+        self.active: _Search | None = None
+        self.suspended: dict[WorkloadClass, _Search] = {}
         self.probe_itr: int | None = None
         self.itr_now: int | None = None
         self.held_itr: int | None = None
+        self.held_class: WorkloadClass | None = None
         self.searches = 0
+        self.restarts: dict[str, int] = {"periodic": 0, "load": 0, "in_search": 0, "worse": 0}
+        self.recalls = 0
+        self.handbacks = 0
         self.last_restart_reason: str | None = None
-        # Restarts by cause: "periodic" (N interrupts / M intervals), "load" (change detected
-        # while holding), "in_search" (the load moved under a running search).
-        self.restarts: dict[str, int] = {"periodic": 0, "load": 0, "in_search": 0}
-        self.last_event: str | None = None
-        self.events: list[_Event] = []
+        self.last_event: TunerEvent | None = None
+        self.events: list[TunerEvent] = []
         self.convergences: list[Convergence] = []
         self._misses = 0
-        self._search_windows: dict[int, list[Window]] = {}
-        self._baseline: Window | None = None
-        self._reference: Window | None = None
-        self._reference_windows: list[Window] = []
+        self._recalled: Profile | None = None  # the profile in force after a recall, until verified
+        self._recall_bps: float | None = None  # the recalled setting's window, while adaptive is measured
+        self._load_changes: list[float] = []  # times the load changed class (acted on)
+        self._steady_since: float | None = None  # in ADAPTIVE: since when the class held
         self._last_window: Window | None = None
-        self._changed_windows = 0
-        self._shifted: list[Window] = []  # windows since the rate moved beyond load_change, one way
-        self._held_interrupts = 0
-        self._held_intervals = 0
-        self._search_started_t = 0.0
-        self._port_window: Window | None = None  # the last window that showed the port
-        self._port_saturated_t = -math.inf  # end of the last window that found the port saturated
-        self._capped_windows = 0  # this search's windows credited with the VF's port share only
-        self._judged_windows = 0
+        self._last_search: _Search | None = None
+
+    @property
+    def search(self) -> ItrSearch | None:
+        """The running search, or the last one once it ended."""
+        current = self.active or self._last_search
+        return current.search if current else None
 
     # ---- VfPolicy ---------------------------------------------------------------------
 
@@ -312,330 +223,418 @@ class SearchTuner(VfPolicy):
         if sample.pci != self.pci:
             raise ValueError(f"sample for {sample.pci} given to the tuner of {self.pci}")
         self.itr_now = sample.itr
-        if self.phase == IDLE:
-            decision = self._step_idle(sample)
-        elif self.phase == PROBING:
-            decision = self._step_probing(sample)
+        if self.phase is Phase.PROBING:
+            event = self._step_probing(sample)
         else:
-            decision = self._step_holding(sample)
-        if decision is not None:
-            self._note(sample.t, decision.reason)
-        return decision
+            due = self.clock.tick(sample) if self.phase is Phase.HOLDING else None
+            event = self._step_other(sample)
+            if event is None and due is not None and self.phase is Phase.HOLDING:
+                event = self._begin(sample, Cause.RESTART_PERIODIC, warm=True, baseline=self._last_window,
+                                    klass=self.held_class, count=due.count, unit=due.unit)
+        if event is None:
+            return None
+        return self._emit(event)
+
+    def _emit(self, event: TunerEvent) -> ItrDecision | None:
+        self.last_event = event
+        self.events.append(event)
+        del self.events[:-100]
+        if event.cause.restart and event.cause is not Cause.START:
+            self.last_restart_reason = event.text()
+        itr = event.fields.get("set")
+        if not isinstance(itr, int):
+            return None
+        return ItrDecision(itr, event.text(), event.cause.value)
+
+    def _note(self, t: float, cause: Cause, **values: object) -> None:
+        """An event that sets nothing (shown in state() and the event list)."""
+        self._emit(TunerEvent(t, cause, values))
 
     def state(self) -> dict[str, object]:
         """Read-only view for the API and the status report."""
         search = self.search
         return {
             "pci": self.pci,
-            "phase": self.phase,
-            "settling": self.phase == PROBING and self.meter.settling,
+            "phase": self.phase.value,
+            "objective": self.goal.objective.value,
+            "max_interval_us": self.search_config.max_interval_us,
+            "settling": self.phase is Phase.PROBING and self.meter.settling,
             "itr": self.itr_now,
-            "probe_itr": self.probe_itr if self.phase == PROBING else None,
+            "probe_itr": self.probe_itr if self.phase is Phase.PROBING else None,
             "probes": search.probes if search else 0,
             "expected_probes": search.expected_probes() if search else 0,
             "bracket": [round(v) for v in search.bracket] if search else list(self.full_bracket),
-            "best": search.best if search else self.held_itr,
+            "best": search.best if self.phase is Phase.PROBING and search else self.held_itr,
             "held_itr": self.held_itr,
             "incumbent": search.incumbent if search else None,
+            "workload_class": str(self.held_class) if self.held_class else None,
+            "remembered_classes": len(self.memory),
+            "suspended_searches": len(self.suspended),
             "searches": self.searches,
+            "recalls": self.recalls,
+            "handbacks": self.handbacks,
             "last_restart_reason": self.last_restart_reason,
-            "last_event": self.last_event,
+            "last_event": self.last_event.text() if self.last_event else None,
+            "last_cause": self.last_event.cause.value if self.last_event else None,
             "window_s": self.window_s,
-            "held_interrupts": self._held_interrupts,
-            "held_intervals": self._held_intervals,
-            "port": self._port_state(),
+            "held_interrupts": self.clock.interrupts,
+            "held_s": round(self.clock.held_s, 3),
+            "port": self.port.state(self.active.capped if self.active else 0),
         }
 
-    def _port_state(self) -> dict[str, object] | None:
-        """The VF's port over the last window that showed it: load, saturation, the VF's share."""
-        w = self._port_window
-        if w is None or w.port_load is None:
-            return None
-        return {
-            "rx_bps": round(w.port_bits / w.duration) if w.port_bits is not None else None,
-            "capacity_bps": round(w.port_capacity_bits / w.duration) if w.port_capacity_bits is not None else None,
-            "load": round(w.port_load, 4),
-            "saturated": self._saturated(w),  # at port_saturation within port_memory_s
-            "share_bps": round(w.share_bits / w.duration) if w.share_bits is not None else None,
-            "capped_windows": self._capped_windows,
-        }
+    # ---- measuring ----------------------------------------------------------------------
 
     def _measure(self, s: VfSample) -> Window | None:
-        """The meter's next window, noting when it found the port saturated."""
         w = self.meter.add(s)
-        if w is not None and w.port_load is not None:
-            self._port_window = w
-            if w.port_load >= self.options.port_saturation:
-                self._port_saturated_t = w.end
+        if w is not None:
+            self.port.observe(w)
         return w
 
-    def _has_share(self, w: Window) -> bool:
-        """Whether the VF lacks less of its share of the port than port_gain of the port's total:
-        nothing a higher rate could win would count."""
-        if w.share_bits is None or w.port_bits is None:
-            return False
-        return w.share_bits - w.rx_bits < self.options.port_gain * w.port_bits
+    def _windows_for(self, klass: WorkloadClass) -> int:
+        known = self._profile(klass) is not None or klass in self.suspended
+        return self.options.recall_windows if known else self.options.change_windows
 
-    def _cost_margin(self, w: Window) -> float:
-        """port_gain of the port's total as a share of the VF's throughput (at least the noise
-        margin): what a costlier rate must gain on a saturated port."""
-        o = self.options
-        if w.port_bits is None or w.bits <= 0:
-            return o.margin
-        return max(o.margin, o.port_gain * w.port_bits / w.bits)
-
-    def _saturated(self, w: Window) -> bool:
-        return w.port_load is not None and w.end - self._port_saturated_t <= self.options.port_memory_s + _EPS
-
-    def _credit(self, w: Window) -> float:
-        """A window's throughput as a search is told it (see Window.credited_bps)."""
-        self._judged_windows += 1
-        credited = w.credited_bps(self._saturated(w))
-        if credited < w.bps * (1.0 - 1e-6):
-            self._capped_windows += 1
-            self._note(w.end, f"port saturated ({w.port_load:.0%} of line rate now): judged on the VF's "
-                              f"share of the port, {credited / 1e6:.0f} of {w.bps / 1e6:.0f} Mbit/s")
-        return credited
-
-    # ---- phases -----------------------------------------------------------------------
-
-    def _step_idle(self, s: VfSample) -> ItrDecision | None:
-        w = self._measure(s)
-        if w is None or w.bps < self.options.min_throughput_bps:
+    def _profile(self, klass: WorkloadClass | None) -> tuple[WorkloadClass, Profile, str] | None:
+        """The remembered setting for a class (or its nearest decade): this VF's, else the host's."""
+        if klass is None:
             return None
-        return self._begin(s, full=True, baseline=w, reason="start: traffic seen")
+        mine = self.memory.nearest(klass)
+        if mine is not None:
+            return (*mine, "this VF")
+        if self.options.host_memory:
+            shared = self.profiles.host.nearest(klass)
+            if shared is not None:
+                return (*shared, "host")
+        return None
 
-    def _step_probing(self, s: VfSample) -> ItrDecision | None:
-        assert self.search is not None and self.probe_itr is not None
+    # ---- idle, holding and adaptive ---------------------------------------------------
+
+    def _step_other(self, s: VfSample) -> TunerEvent | None:
+        w = self._measure(s)
+        if w is None:
+            return None
+        self._last_window = w
+        if self.phase is Phase.IDLE:
+            if w.bps < self.options.min_throughput_bps:
+                return None
+            return self._new_load(s, w, classify(w), first=True)
+        if self.phase is Phase.ADAPTIVE:
+            return self._step_adaptive(s, w)
+        if self._recalled is not None:
+            checked = self._check_recall(s, w)
+            if checked is not None or self._recall_bps is not None:
+                return checked
+        change = self.changes.observe(w, self._windows_for)
+        if change is None:
+            return None
+        return self._on_change(s, change)
+
+    def _on_change(self, s: VfSample, change: Change) -> TunerEvent | None:
+        if change.kind == "idle":
+            self.phase = Phase.IDLE
+            self._recalled = None
+            self.held_class = None
+            self.meter.start(s.t, 0.0)
+            self._note(s.t, Cause.IDLE, mbps=round(change.baseline.bps / 1e6, 2), itr=s.itr)
+            return None
+        if change.kind == "rate":
+            return self._begin(s, Cause.RESTART_LOAD, warm=False, baseline=change.baseline, klass=change.klass,
+                               what=f"rate {change.rate_change:+.0%} for {change.lasted_s:.0f} s")
+        return self._new_load(s, change.baseline, change.klass)
+
+    def _new_load(self, s: VfSample, w: Window, klass: WorkloadClass | None, first: bool = False) -> TunerEvent | None:
+        """The load is of another class: recall, resume its search, hand back, or search."""
+        if not first:
+            self._load_changes.append(w.end)
+            del self._load_changes[:-self.options.handback_changes - 1]
+            if self._flapping():
+                return self._handback(s, klass)
+        known = self._profile(klass)
+        if known is not None and known[0] != self.held_class:
+            return self._recall(s, *known)
+        if klass is not None and klass in self.suspended:
+            return self._resume(s, self.suspended.pop(klass))
+        cause = Cause.START if first else Cause.RESTART_LOAD
+        return self._begin(s, cause, warm=False, baseline=w, klass=klass,
+                           what=f"load changed to {klass}", mbps=round(w.bps / 1e6), klass_name=str(klass))
+
+    def _flapping(self) -> bool:
+        o = self.options
+        times = self._load_changes
+        if len(times) <= o.handback_changes - 1:
+            return False
+        dwell = (times[-1] - times[-o.handback_changes]) / (o.handback_changes - 1)
+        return dwell < o.handback_windows * (o.settle_s + self.window_s)
+
+    def _handback(self, s: VfSample, klass: WorkloadClass | None) -> TunerEvent:
+        o = self.options
+        times = self._load_changes[-o.handback_changes:]
+        span = times[-1] - times[0]
+        self._suspend()
+        self.phase = Phase.ADAPTIVE
+        self.handbacks += 1
+        self.held_itr = 0
+        self.held_class = klass
+        self._recalled = None
+        self._steady_since = s.t
+        self.changes.reset(klass)
+        self.meter.start(s.t, o.settle_s)
+        return TunerEvent(s.t, Cause.HANDBACK, {"changes": len(times), "span_s": round(span),
+                                                 "dwell_s": round(span / max(1, len(times) - 1), 1),
+                                                 "set": 0})
+
+    def _step_adaptive(self, s: VfSample, w: Window) -> TunerEvent | None:
+        """Handed back: watch the load's class; once it holds for resume_s, tune again."""
+        if w.bps < self.options.min_throughput_bps:
+            self._steady_since = w.end
+            return None
+        klass = classify(w, self.held_class)
+        if klass != self.held_class:
+            self.held_class = klass
+            self._steady_since = w.start
+            return None
+        if self._steady_since is not None and w.end - self._steady_since >= self.options.resume_s:
+            self._load_changes = []
+            steady = round(w.end - self._steady_since)
+            known = self._profile(klass)
+            if known is not None:
+                return self._recall(s, *known)
+            return self._begin(s, Cause.RESUME, warm=False, baseline=w, klass=klass, steady_s=steady,
+                               klass_name=str(klass))
+        return None
+
+    def _recall(self, s: VfSample, klass: WorkloadClass, profile: Profile, source: str) -> TunerEvent:
+        self._suspend()
+        self.recalls += 1
+        profile.uses += 1
+        self.phase = Phase.HOLDING
+        self.held_itr = profile.itr
+        self.held_class = klass
+        self.probe_itr = None
+        self._recalled = profile
+        self._recall_bps = None
+        self.changes.reset(klass)
+        self.clock.reset(self.searches)
+        moved = not same_itr(profile.itr, s.itr)
+        self.meter.start(s.t, self.options.settle_s if moved else 0.0)
+        return TunerEvent(s.t, Cause.RECALL, {"klass": str(klass), "itr": profile.itr, "source": source,
+                                                **({"set": profile.itr} if moved else {})})
+
+    def _check_recall(self, s: VfSample, w: Window) -> TunerEvent | None:
+        """The first window after a recall: does the remembered setting still hold up?
+
+        A window within worse_margin of the remembered throughput confirms it. A lower one may
+        be a lower offered load (the same class spans a decade of rates) or a setting gone bad:
+        one window of the VF's adaptive ITR at the same load tells them apart. If the adaptive
+        ITR beats the remembered setting by more than the noise margin, the setting measures
+        worse: it is forgotten and the class searched again; otherwise it is put back and its
+        remembered throughput follows the load."""
+        profile = self._recalled
+        assert profile is not None
+        if w.bps < self.options.min_throughput_bps:
+            return None
+        if self._recall_bps is None:
+            if w.bps >= profile.bps * (1.0 - self.options.worse_margin):
+                self._recalled = None  # as good as remembered
+                return None
+            if profile.itr == 0:
+                self._recalled = None
+                profile.bps = w.bps
+                return None
+            self._recall_bps = w.bps
+            self.meter.start(s.t, self.options.settle_s)
+            return TunerEvent(s.t, Cause.PROBE, {"n": 1, "of": 1, "itr": 0, "role": "checking the recalled setting",
+                                                 "set": 0})
+        recalled_bps, self._recall_bps, self._recalled = self._recall_bps, None, None
+        if w.bps > recalled_bps * (1.0 + self.options.margin):
+            klass = self.held_class
+            if klass is not None:
+                self.memory.forget(klass)
+                self.profiles.host.forget(klass)
+            return self._begin(s, Cause.RESTART_WORSE, warm=False, baseline=w, klass=klass, klass_name=str(klass),
+                               itr=profile.itr, change=recalled_bps / w.bps - 1.0)
+        profile.bps = recalled_bps
+        self.meter.start(s.t, self.options.settle_s)
+        return TunerEvent(s.t, Cause.RECALL, {"klass": str(self.held_class), "itr": profile.itr,
+                                              "source": "kept: the adaptive ITR does no better", "set": profile.itr})
+
+    # ---- probing ----------------------------------------------------------------------
+
+    def _step_probing(self, s: VfSample) -> TunerEvent | None:
+        assert self.active is not None and self.probe_itr is not None
+        search = self.active.search
         if not same_itr(s.itr, self.probe_itr):
             self._misses += 1
             if self._misses > self.options.max_apply_misses:
                 return self._abort(s, f"probe not applied: VF reports {s.itr}/s, asked {self.probe_itr}/s")
             self.meter.start(s.t, self.options.settle_s)
-            return ItrDecision(self.probe_itr, f"probe {self.search.probes + 1}: re-apply {self.probe_itr}/s")
+            return TunerEvent(s.t, Cause.REAPPLY, {"seen": s.itr, "itr": self.probe_itr, "set": self.probe_itr})
         self._misses = 0
         w = self._measure(s)
         if w is None:
             return None
+        self._last_window = w
         if w.bps < self.options.min_throughput_bps:
-            return self._abort(s, f"abort: VF idle during probe ({w.bps / 1e6:.2f} Mbit/s)")
-        changed = self._changed_during_search(w)
-        if changed is not None:
-            return self._begin(s, full=True, baseline=None, reason=f"restart: load changed {changed:.0%} during search")
-        self._search_windows.setdefault(self.probe_itr, []).append(w)
-        self.search.tell(self.probe_itr, self._credit(w))
+            self._suspend()  # its measurements stay valid when the class comes back
+            self.active = self._last_search
+            return self._abort(s, f"VF idle during probe ({w.bps / 1e6:.2f} Mbit/s)")
+        klass = classify(w, self.active.klass)
+        if self.active.klass is None:
+            self.active.klass = klass
+        elif klass is not None and not same_shape(klass, self.active.klass):
+            # The load changed under the search: keep the search for its class, act on the new one.
+            self._load_changes.append(w.end)
+            del self._load_changes[:-self.options.handback_changes - 1]
+            self._suspend()
+            if self._flapping():
+                return self._handback(s, klass)
+            known = self._profile(klass)
+            if known is not None:
+                return self._recall(s, *known)
+            if klass in self.suspended:
+                return self._resume(s, self.suspended.pop(klass))
+            return self._begin(s, Cause.RESTART_IN_SEARCH, warm=False, baseline=w, klass=klass,
+                               what=f"load changed to {klass}")
+        if klass is not None:
+            self.active.classes[self.probe_itr] = klass
+        verdict = self.port.judge(w)
+        self.active.judged += 1
+        if verdict.credited_bps < w.bps * (1.0 - 1e-6):
+            self.active.capped += 1
+            self._note(w.end, Cause.PORT, load=w.port_load or 0.0, credited_mbps=round(verdict.credited_bps / 1e6),
+                       mbps=round(w.bps / 1e6))
+        search.tell(self.probe_itr, verdict.credited_bps, w.cpu_per_bit(self.options.host_irq_cost_s))
         return self._next_probe(s)
 
-    def _step_holding(self, s: VfSample) -> ItrDecision | None:
-        self._held_intervals += 1
-        interrupts_visible = s.interrupts is not None and not (s.interrupts == 0 and s.rx_pps + s.tx_pps > 0)
-        if interrupts_visible:
-            self._held_interrupts += int(s.interrupts or 0)
-        w = self._measure(s)
-        if w is not None:
-            self._last_window = w
-            decision = self._detect_change(s, w)
-            if decision is not None or self.phase != HOLDING:
-                return decision
-        spread = self._hold_factor()
-        if interrupts_visible and self._held_interrupts >= self.options.restart_interrupts * spread:
-            reason = f"restart: {self._held_interrupts} interrupts since convergence"
-        elif self._held_intervals >= self.options.restart_intervals * spread:
-            reason = f"restart: {self._held_intervals} intervals since convergence"
-        else:
-            return None
-        baseline = self._last_window if self._last_window and same_itr(self._last_window.itr, s.itr) else None
-        return self._begin(s, full=False, baseline=baseline, reason=reason)
+    def _suspend(self) -> None:
+        """Keep a running search for its class (its measurements stay valid when it returns)."""
+        if self.active is not None and self.active.klass is not None and self.active.search.probes > 0:
+            self.suspended[self.active.klass] = self.active
+            if len(self.suspended) > 16:
+                del self.suspended[next(iter(self.suspended))]
+        self.active = None
+        self.probe_itr = None
 
-    def _hold_factor(self) -> float:
-        """This hold's share of the periodic restart thresholds, 1 +- restart_jitter.
+    def _resume(self, s: VfSample, suspended: _Search) -> TunerEvent | None:
+        self.active = self._last_search = suspended
+        self.phase = Phase.PROBING
+        self.held_class = suspended.klass
+        self._recalled = None
+        return self._next_probe(s, TunerEvent(s.t, Cause.RESTART_LOAD,
+                                              {"what": f"load back to {suspended.klass}: search resumed"}))
 
-        VFs that converged together would otherwise restart together, and on a shared port one
-        VF's probes move the others' throughput: each would measure its neighbours' probes.
-        A hash of the PCI address and the search count spreads them, deterministically.
-        """
-        jitter = self.options.restart_jitter
-        if jitter <= 0:
-            return 1.0
-        # A cryptographic digest, not CRC32: CRC is linear, so neighbouring PCI addresses would
-        # get nearly the same jitter.
-        digest = hashlib.blake2b(f"{self.pci}/{self.searches}".encode(), digest_size=8).digest()
-        u = int.from_bytes(digest, "big") / float(1 << 64)
-        return 1.0 + jitter * (2.0 * u - 1.0)
-
-    def _detect_change(self, s: VfSample, w: Window) -> ItrDecision | None:
-        """Restart when the held load is no longer the one the ITR was chosen for.
-
-        The reference is the median of the first windows after convergence, so one burst does
-        not become the reference. A new mean packet size is a different workload: restart after
-        change_windows windows. A rate change alone may be a burst: restart only once every
-        window for load_change_s has moved beyond load_change the same way (a search costs
-        tens of seconds; chasing shorter excursions loses more than it gains).
-        """
-        o = self.options
-        if self._reference is None:
-            self._reference_windows.append(w)
-            if len(self._reference_windows) >= o.reference_windows:
-                self._reference = _median_window(self._reference_windows)
-            return None
-        ref = self._reference
-        size = _rel_change(w.packet_bytes, ref.packet_bytes) if ref.packet_bytes > 0 and w.packets > 0 else 0.0
-        rate = max(_rel_change(w.pps, ref.pps), _rel_change(w.bps, ref.bps))
-        idle = w.bps < o.min_throughput_bps
-        self._changed_windows = self._changed_windows + 1 if (size > o.size_change or idle) else 0
-        direction = (1 if w.bps > ref.bps else -1) if rate > o.load_change else 0
-        if direction == 0 or (self._shifted and (self._shifted[-1].bps > ref.bps) != (direction > 0)):
-            self._shifted = []
-        if direction:
-            self._shifted.append(w)
-        if self._changed_windows >= o.change_windows and idle:
-            self._note(s.t, f"idle: load fell {rate:.0%}, holding {itr_label(s.itr)}")
-            self.phase = IDLE
-            self.meter.start(s.t, 0.0)
-            return None
-        if self._changed_windows >= o.change_windows:
-            recent = self._shifted[-o.change_windows:] if len(self._shifted) >= o.change_windows else [w]
-            return self._begin(s, full=True, baseline=_median_window(recent),
-                               reason=f"restart: load changed: packet size {size:+.0%} ({ref.packet_bytes:.0f} -> "
-                                      f"{w.packet_bytes:.0f} B)")
-        if self._shifted and w.end - self._shifted[0].start >= o.load_change_s - _EPS:
-            return self._begin(s, full=True, baseline=_median_window(self._shifted),
-                               reason=f"restart: load changed {rate:.0%} for {w.end - self._shifted[0].start:.0f} s")
-        return None
-
-    # ---- transitions ------------------------------------------------------------------
-
-    def _begin(self, s: VfSample, full: bool, baseline: Window | None, reason: str) -> ItrDecision | None:
+    def _begin(self, s: VfSample, cause: Cause, warm: bool, baseline: Window | None,
+               klass: WorkloadClass | None, **values: object) -> TunerEvent | None:
         o = self.options
         low, high = self.full_bracket
-        # A warm restart brackets the rate in force; under the VF's adaptive ITR (0) that is
-        # the interrupt rate the host measured, when it can see one.
-        centre = s.itr if s.itr > 0 else _interrupt_rate(baseline)
-        saturated = baseline is not None and self._saturated(baseline)
-        if centre and (saturated or not full):
-            # On a saturated port a higher rate cannot raise the port's total, and rates far
-            # above the VF's own only take its neighbours' shares: every search there stays
-            # around the rate in force, and looks only for a cheaper one when the VF already
-            # takes its share (one that lacks it climbs up to warm_span per search).
+        # A warm restart brackets the rate in force; under the adaptive ITR (0) that is the
+        # interrupt rate the host measured, when it can see one.
+        centre = s.itr if s.itr > 0 else (baseline.interrupt_rate if baseline else None)
+        verdict = self.port.judge(baseline) if baseline is not None else None
+        confined = verdict is not None and verdict.takes_share
+        if centre and (confined or warm):
+            # A VF that takes its share of a saturated port gains only from its neighbours: its
+            # searches stay around the rate in force and look only for a cheaper one.
             low = max(low, int(centre / o.warm_span))
-            has_share = baseline is not None and saturated and self._has_share(baseline)
-            high = min(high, int(centre * (1.0 if has_share else o.warm_span)))
+            high = min(high, int(centre * (1.0 if confined else o.warm_span)))
             if high <= low:
                 low, high = self.full_bracket
-        if saturated:
-            reason += "; port saturated: judged on the VF's share of the port"
-        self._capped_windows = 0
-        self._judged_windows = 0
-        self.search = ItrSearch(
-            low,
-            high,
-            o.tolerance,
-            rel_tolerance=o.rel_tolerance,
-            margin=o.margin,
-            plateau_margin=o.plateau_margin,
-            harm_margin=o.harm_margin,
-            max_repeats=o.max_repeats,
-            max_probes=max(3, o.max_probes),
-            max_interval_us=o.max_interval_us,
-            incumbent=s.itr,
-            incumbent_throughput=None if baseline is None or baseline.bps <= 0 else self._credit(baseline),
-            incumbent_cost=_interrupt_rate(baseline),
-            quantize=quantize_itr if o.quantize else None,
-            cost_margin=self._cost_margin(baseline) if saturated and baseline is not None else o.margin,
+        # A cold search measures the guest's own adaptive ITR first (do no harm; the CPU rule),
+        # in a window of its own: the window that showed the new load straddles the change.
+        incumbent = s.itr if warm else 0
+        same = warm and baseline is not None and same_itr(baseline.itr, incumbent) and baseline.bps > 0
+        incumbent_bps = verdict.credited_bps if same and verdict is not None else None
+        search = ItrSearch(
+            low, high, config=self.search_config, incumbent=incumbent,
+            incumbent_throughput=incumbent_bps,
+            incumbent_cost=baseline.interrupt_rate if same and baseline is not None else None,
+            incumbent_cpu_per_bit=baseline.cpu_per_bit(o.host_irq_cost_s) if same and baseline is not None else None,
+            cost_margin=verdict.cost_margin if verdict is not None and verdict.saturated else None,
         )
         self.searches += 1
-        self.phase = PROBING
-        self._baseline = baseline
-        self._search_windows = {}
-        self._reset_detection()
-        self._search_started_t = s.t
-        if reason.startswith("restart"):
-            self.last_restart_reason = reason
-            cause = "in_search" if "during search" in reason else "load" if "load changed" in reason else "periodic"
-            self.restarts[cause] += 1
-        return self._next_probe(s, prefix=f"{reason}; searching {low}..{high}/s")
+        self.active = self._last_search = _Search(search, klass, s.t)
+        self.phase = Phase.PROBING
+        self.held_class = klass
+        self._recalled = None
+        if cause in _RESTART_KEYS:
+            self.restarts[_RESTART_KEYS[cause]] += 1
+        values.update(low=int(low), high=int(high))
+        if verdict is not None and verdict.saturated:
+            values["port"] = "port saturated: judged on the VF's share of the port" + (
+                ", looking only for a cheaper rate" if confined and centre and high <= centre * 1.0001 else "")
+        if "klass_name" in values:
+            values["klass"] = values.pop("klass_name")
+        if cause is Cause.START and baseline is not None:
+            values.setdefault("mbps", round(baseline.bps / 1e6))
+        return self._next_probe(s, TunerEvent(s.t, cause, values))
 
-    def _next_probe(self, s: VfSample, prefix: str | None = None) -> ItrDecision | None:
-        assert self.search is not None
-        itr = self.search.ask()
+    def _next_probe(self, s: VfSample, head: TunerEvent | None = None) -> TunerEvent | None:
+        assert self.active is not None
+        search = self.active.search
+        itr = search.ask()
         if itr is None:
-            return self._converge(s)
+            return self._converge(s, head)
         self.probe_itr = itr
         self._misses = 0
         moved = not same_itr(itr, s.itr)
         self.meter.start(s.t, self.options.settle_s if moved else 0.0)
-        what = "incumbent" if itr == self.search.incumbent and self.search.phase == "baseline" else ""
-        text = f"probe {self.search.probes + 1}/{self.search.expected_probes()}: {itr_label(itr)}"
-        if what:
-            text += f" ({what})"
-        if prefix:
-            text = f"{prefix}; {text}"
+        probe: dict[str, object] = {"n": search.probes + 1, "of": search.expected_probes(), "itr": itr}
+        if itr == search.incumbent and search.phase == "baseline":
+            probe["role"] = "incumbent"
+        event = TunerEvent(s.t, Cause.PROBE, probe)
+        if head is not None:
+            event = replace(head, then=(*head.then, event))
         if moved:
-            return ItrDecision(itr, text)
-        self._note(s.t, text)
-        return None
+            event = replace(event, fields={**event.fields, "set": itr})
+        return event
 
-    def _converge(self, s: VfSample) -> ItrDecision | None:
-        assert self.search is not None
-        best = self.search.best
+    def _converge(self, s: VfSample, head: TunerEvent | None) -> TunerEvent | None:
+        assert self.active is not None
+        search = self.active.search
+        best = search.best
         assert best is not None
-        text = f"converged: {self.search.outcome} after {self.search.probes} probes"
-        if self._capped_windows:
-            text += (f"; port saturated: judged on the VF's share of the port in {self._capped_windows} of "
-                     f"{self._judged_windows} windows")
-        self.convergences.append(Convergence(s.t, self._search_started_t, self.search.probes, best))
-        self.phase = HOLDING
+        values: dict[str, object] = {"outcome": search.outcome, "probes": search.probes}
+        if self.active.capped:
+            values["port_note"] = (f"port saturated: judged on the VF's share of the port in "
+                                   f"{self.active.capped} of {self.active.judged} windows")
+        self.convergences.append(Convergence(s.t, self.active.started, search.probes, best))
+        klass = self.active.classes.get(best, self.active.klass)
+        self.suspended.pop(self.active.klass, None) if self.active.klass is not None else None
+        if klass is not None:
+            measured = search.mean(best) if best in search.scores() else search.incumbent_throughput
+            if measured:
+                profile = Profile(best, measured, search.cpu_per_bit(best), s.t)
+                self.memory.remember(klass, profile)
+                if self.options.host_memory:
+                    self.profiles.host.remember(klass, replace(profile))
+        self.phase = Phase.HOLDING
         self.held_itr = best
+        self.held_class = klass
+        self.active = None
         self.probe_itr = None
-        self._held_interrupts = 0
-        self._held_intervals = 0
-        self._reset_detection()
-        self._last_window = None
+        self.changes.reset(klass)
+        self.clock.reset(self.searches)
         moved = not same_itr(best, s.itr)
         self.meter.start(s.t, self.options.settle_s if moved else 0.0)
         if moved:
-            return ItrDecision(best, text)
-        self._note(s.t, text)
-        return None
+            values["set"] = best
+        event = TunerEvent(s.t, Cause.CONVERGED, values)
+        if head is not None:
+            event = replace(head, then=(*head.then, event), fields={**head.fields, **(
+                {"set": best} if moved else {})})
+        return event
 
-    def _abort(self, s: VfSample, why: str) -> ItrDecision | None:
+    def _abort(self, s: VfSample, why: str) -> TunerEvent | None:
         """Stop searching and go back to the setting the search started from."""
-        assert self.search is not None
-        back = self.search.incumbent if self.search.incumbent is not None else s.itr
-        self.phase = IDLE
-        self.search = None
+        assert self.active is not None
+        search = self.active.search
+        back = search.incumbent if search.incumbent is not None else s.itr
+        self.phase = Phase.IDLE
+        self.active = None
         self.probe_itr = None
+        self.held_class = None
         self.meter.start(s.t, self.options.settle_s)
-        text = f"{why}; back to {itr_label(back)}"
+        values: dict[str, object] = {"why": why, "itr": back}
         if not same_itr(back, s.itr):
-            return ItrDecision(back, text)
-        self._note(s.t, text)
-        return None
-
-    def _reset_detection(self) -> None:
-        self._reference = None
-        self._reference_windows = []
-        self._changed_windows = 0
-        self._shifted = []
-
-    def _changed_during_search(self, w: Window) -> float | None:
-        """A load change inside a search: the mean packet size moved (a different workload).
-
-        Rates are not compared here: probes differ in rate by design, and a burst in one
-        window is noise the search's margin and repeats deal with; a lasting rate change is
-        caught once the search holds.
-        """
-        limit = self.options.size_change
-        ref = self._baseline
-        if ref is None and self._search_windows:
-            ref = next(iter(self._search_windows.values()))[0]
-        if ref is not None and ref.packet_bytes > 0 and w.packet_bytes > 0:
-            change = _rel_change(w.packet_bytes, ref.packet_bytes)
-            if change > limit:
-                return change
-        return None
-
-    def _note(self, t: float, text: str) -> None:
-        self.last_event = text
-        self.events.append(_Event(t, text))
-        del self.events[:-100]
+            values["set"] = back
+        return TunerEvent(s.t, Cause.ABORT, values)

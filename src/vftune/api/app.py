@@ -21,7 +21,7 @@ from vftune import __version__
 from vftune.api import auth, docs
 from vftune.api.deps import AgentHandle, BadParameter
 from vftune.api.metrics import build_registry
-from vftune.api.routers import events, history, page, state
+from vftune.api.routers import events, history, page, profiles, state
 from vftune.store.db import Store
 
 log = logging.getLogger("vftune.api")
@@ -167,7 +167,7 @@ def create_app(agent: AgentHandle, store: Store | None, token: str | None = None
     app.add_exception_handler(RequestValidationError, _invalid)
     app.add_exception_handler(StarletteHTTPException, _http_error)
     app.add_exception_handler(Exception, _unexpected)
-    for router in (state.router, history.router, events.router):
+    for router in (state.router, history.router, events.router, profiles.make_router(auth.require_token)):
         app.include_router(router)
     app.include_router(page.router)
     docs.include(app)

@@ -10,6 +10,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from vftune.itr import ITR_MAX_RATE
+
 
 class ViewModel(BaseModel):
     model_config = ConfigDict(from_attributes=True)
@@ -205,3 +207,28 @@ class GuestEventOut(BaseModel):
     operation: str
     vfs: list[str]
     source: str
+
+
+class ProfileModel(BaseModel):
+    """The best setting remembered for one workload class."""
+
+    model_config = ConfigDict(extra="forbid")
+    itr: int = Field(ge=0, le=ITR_MAX_RATE, description="interrupts/s (0: the VF's own adaptive ITR)")
+    bps: float = Field(ge=0, allow_inf_nan=False, description="the VF's throughput at itr when found, bits/s")
+    cpu_per_bit: float | None = Field(None, ge=0, allow_inf_nan=False, description="guest CPU seconds per bit")
+    found_t: float = Field(0.0, allow_inf_nan=False, description="when it was found (the agent's clock)")
+    uses: int = Field(0, ge=0, description="recalls since it was found")
+
+
+class ProfilesRecord(BaseModel):
+    """A host's workload memory: by class key (kind/size/mix/1eN, e.g. bulk/large/rx/1e5)."""
+
+    model_config = ConfigDict(extra="forbid")
+    version: int = Field(description="record format version (1)")
+    host: dict[str, ProfileModel] = Field(default_factory=dict, description="what any VF of the host found")
+    vfs: dict[str, dict[str, ProfileModel]] = Field(default_factory=dict, description="by VF PCI address")
+
+
+class ProfilesImported(BaseModel):
+    imported: int = Field(description="entries merged")
+    profiles: ProfilesRecord

@@ -17,8 +17,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from vftune.agent.policy import FixedItr, Observe, VfPolicyFactory
-from vftune.agent.tuner import SearchTuner
+from vftune.agent.policies import SearchFactory
+from vftune.agent.policy import FixedItr, Observe, VfGoal, VfPolicyFactory
 from vftune.bench.peers.bayesopt import BayesOptPolicy
 from vftune.bench.peers.net_dim import GuestNetDim
 from vftune.bench.peers.paper import PaperPolicy
@@ -35,8 +35,10 @@ HOST: dict[str, VfPolicyFactory] = {
     **{name: _fixed(itr) for name, itr in FIXED.items()},
     "paper": lambda pci, caps: PaperPolicy(pci, caps),
     "bayesopt": lambda pci, caps: BayesOptPolicy(pci, caps),
-    "vftune": lambda pci, caps: SearchTuner(pci, caps),
 }
+# vftune under each objective: a new factory per run, so the VFs of one run share one host's
+# workload memory and no run learns from another.
+TUNERS: dict[str, str] = {"vftune": "throughput", "vftune-efficiency": "efficiency", "vftune-latency": "latency"}
 # None: the simulated guest's own ixgbevf adaptive ITR, left as it is.
 GUEST: dict[str, Callable[[], Any] | None] = {
     "default": None,
@@ -45,7 +47,7 @@ GUEST: dict[str, Callable[[], Any] | None] = {
 }
 # In the order the benchmark reports them.
 POLICIES: tuple[str, ...] = ("default", "fixed-8000", "fixed-20000", "fixed-100000", "net_dim", "net_dim-cqe",
-                             "bayesopt", "paper", "vftune", ORACLE)
+                             "bayesopt", "paper", *TUNERS, ORACLE)
 HEADLINE_PEERS: tuple[str, ...] = ("net_dim", "bayesopt")  # the adaptive peers vftune must beat
 LABELLED: dict[str, str] = {"paper": "Wu & Wang as printed (wrong-end bug kept); not a headline peer"}
 
@@ -53,6 +55,8 @@ LABELLED: dict[str, str] = {"paper": "Wu & Wang as printed (wrong-end bug kept);
 def host_factory(policy: str) -> VfPolicyFactory:
     if policy in GUEST:
         return lambda pci, caps: Observe()
+    if policy in TUNERS:
+        return SearchFactory(default_goal=VfGoal(TUNERS[policy]))
     if policy not in HOST:
         raise ValueError(f"unknown policy {policy!r}; known: {', '.join(POLICIES)}")
     return HOST[policy]

@@ -40,6 +40,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from vftune.agent.causes import Cause
 from vftune.agent.policy import VfPolicy
 from vftune.agent.tuner import SearchTuner
 from vftune.bench.groundtruth import Tally
@@ -289,7 +290,7 @@ def aggregate(results: list[PairResult]) -> list[dict[str, Any]]:
             mean, half = mean_interval([float(v) for v in values])
             row[name] = round(mean, 4)
             interval[name] = None if half is None else [round(mean - half, 4), round(mean + half, 4)]
-        if policy == "vftune":
+        if policy.startswith("vftune"):
             for key in ("search_probes_cold", "search_probes_phase", "unasked_changes", "restarts_load"):
                 values = [d.get(key) for d in dicts if d.get(key) is not None]
                 row[key] = max(values) if values else None
@@ -340,19 +341,20 @@ def tuner_figures(made: dict[str, Recording], segments: list[tuple[float, float]
             (cold_probes if i == 0 else phase_probes).append(probes)
         for cause, n in tuner.restarts.items():
             restarts[cause] = restarts.get(cause, 0) + n
+        restarts["recall"] = restarts.get("recall", 0) + tuner.recalls
+        restarts["handback"] = restarts.get("handback", 0) + tuner.handbacks
         unasked += unasked_changes(rec)
     return {
         "search_probes_cold": max(cold_probes) if cold_probes else None,
         "search_probes_phase": max(phase_probes) if phase_probes else None,
         "restarts_periodic": restarts.get("periodic", 0),
-        "restarts_load": restarts.get("load", 0),
+        # Every change a load change asked for: searches, recalls of a remembered class, handbacks.
+        "restarts_load": sum(restarts.get(k, 0) for k in ("load", "worse", "recall", "handback")),
         "restarts_in_search": restarts.get("in_search", 0),
         "unasked_changes": unasked,
     }
 
 
 def unasked_changes(rec: Recording) -> int:
-    """Decisions vftune took that belong to no search and no restart (should be none)."""
-    return sum(1 for _, d in rec.decisions
-               if not d.reason.startswith(("start:", "restart:", "probe", "converged", "abort"))
-               and "probe not applied" not in d.reason and "idle during probe" not in d.reason)
+    """Decisions vftune took with no cause of the tuner's (should be none)."""
+    return sum(1 for _, d in rec.decisions if Cause.of_reason(d.reason) is None or d.cause is None)

@@ -37,6 +37,12 @@ COUNTER_REFRESH_S = 2.0  # ixgbe's service task copies VF counters this often
 MISSED_REFRESH_P = 0.02  # the service task is sometimes held off (resets, busy workqueue)
 REFRESH_JITTER_S = 0.05  # the service timer's slack (round_jiffies_relative)
 ETHTOOL_READS_PER_S = 1.0 / 30.0  # something reads ethtool -S on the PF now and then
+# The agent's own ETHTOOL_GSTATS read of a stock PF (hostdriver/linux/ethtool_stats.py), rate-
+# limited like the Linux backend's. Its cost is an estimate, not a measurement of an 82599:
+# ixgbe_update_stats reads ~150 port registers and ~10 per VF over PCIe (~0.5-1 us each).
+GSTATS_MIN_INTERVAL_S = 0.25
+GSTATS_BASE_S = 100e-6
+GSTATS_PER_VF_S = 10e-6
 PF_NOISE_STREAM = 10_000  # noise stream ids for PF host traffic start here
 
 
@@ -143,6 +149,7 @@ class HostSim:
         self._refresh_phase = float(self._rng.random()) * COUNTER_REFRESH_S
         self._next_refresh = self._refresh_phase
         self._next_ethtool = float(self._rng.exponential(1.0 / ETHTOOL_READS_PER_S))
+        self._last_gstats = -float("inf")
         self._cliffs: dict[tuple[int, int, int], float] = {}
         self._port_vfs = [[i for i, vf in enumerate(spec.vfs) if vf.pf == p] for p in range(spec.num_pfs)]
         self._last_key: tuple[object, ...] | None = None
@@ -277,6 +284,25 @@ class HostSim:
             for vf in self.vfs:
                 vf.published = vf.prev_live.toward(vf.live, frac)
                 vf.published_time = at
+
+    def read_ethtool_stats(self) -> bool:
+        """The agent reads every stock PF's ethtool statistics now (ETHTOOL_GSTATS): ixgbe copies
+        every VF's counters (ixgbe_get_ethtool_stats -> ixgbe_update_stats), at the cost of the
+        register reads in host kernel time. At most every GSTATS_MIN_INTERVAL_S; False when the
+        counters are patched (always fresh) or the last read is more recent than that."""
+        if self.patched_counters or self.t - self._last_gstats < GSTATS_MIN_INTERVAL_S - 1e-9:
+            return False
+        self._last_gstats = self.t
+        for p in range(len(self.pfs)):
+            vfs = self._port_vfs[p]
+            cost = GSTATS_BASE_S + GSTATS_PER_VF_S * len(vfs)
+            # The agent's own system time (process context, the ioctl): network CPU, but not in
+            # the host's irq/softirq columns.
+            self.host_irq_cpu += cost
+            for i in vfs:
+                self.vfs[i].published = self.vfs[i].live
+                self.vfs[i].published_time = self.t
+        return True
 
     # -- steady state ----------------------------------------------------------------------
     def steady_state(self, t: float, itrs: list[int], iterations: int = 4) -> HostRates:

@@ -42,7 +42,7 @@ from vftune.model import (
     VfCounters,
     VfInfo,
 )
-from vftune.sim.engine import COUNTER_REFRESH_S, HostSim
+from vftune.sim.engine import COUNTER_REFRESH_S, GSTATS_MIN_INTERVAL_S, HostSim
 from vftune.sim.layout import PF_DRIVER, pf_name, pf_pci, vf_pci
 from vftune.sim.scenarios import build
 
@@ -78,12 +78,16 @@ class SimHost(HostDriver):
     name = "sim"
 
     def __init__(self, scenario: str, seed: int = 0, speed: float = 1.0, step: float = DEFAULT_STEP_S,
-                 patched_counters: bool | None = None, stop_event: threading.Event | None = None) -> None:
+                 patched_counters: bool | None = None, stop_event: threading.Event | None = None,
+                 ethtool_refresh: bool = True) -> None:
+        """ethtool_refresh: every snapshot first reads the stock PFs' ethtool statistics, as the
+        Linux backend does (fresh VF counters each tick, rate-limited, at a CPU cost)."""
         if not speed > 0:
             raise ValueError(f"speed must be positive, got {speed}")
         self.scenario, self.seed, self.speed = scenario, seed, speed
         self.spec = build(scenario, seed)  # ValueError naming valid scenarios when unknown
         self.sim = HostSim(self.spec, seed, step=step, patched_counters=patched_counters)
+        self.ethtool_refresh = ethtool_refresh
         self._stop = stop_event if stop_event is not None else threading.Event()
         self._lock = threading.RLock()
         self._journal: WriteJournal[SimWrite] = WriteJournal()
@@ -114,7 +118,8 @@ class SimHost(HostDriver):
             backend="sim", itr_min=ITR_MIN_RATE, itr_max=ITR_MAX_RATE, vf_itr=True, vf_itr_bounds=True,
             rx_modes=RX_MODES,
             napi_budget=True,
-            counter_refresh_s=0.0 if self.sim.patched_counters else COUNTER_REFRESH_S,
+            counter_refresh_s=0.0 if self.sim.patched_counters else (
+                GSTATS_MIN_INTERVAL_S if self.ethtool_refresh else COUNTER_REFRESH_S),
             missing=self._missing(),
         )
 
@@ -158,6 +163,8 @@ class SimHost(HostDriver):
     # -- reading --------------------------------------------------------------------------
     def snapshot(self) -> Snapshot:
         with self._lock:
+            if self.ethtool_refresh:
+                self.sim.read_ethtool_stats()
             now = self.sim.t
             vfs: dict[str, VfCounters] = {}
             for pci, i in self._vf_by_pci.items():

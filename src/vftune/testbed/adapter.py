@@ -21,6 +21,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from vftune.agent import itr_search
 from vftune.agent.itr_search import ItrSearch
 from vftune.testbed.knob import NO_DEFERRAL, Knob
 from vftune.testbed.objective import Objective, make_objective
@@ -167,12 +168,14 @@ class KnobSearch:
         low = 1e6 / self.cfg.max_gro_us
         high = 1e6 / self.cfg.min_gro_us
         self._search = ItrSearch(
-            low, high, tolerance=1.0, rel_tolerance=self.cfg.rel_tolerance, margin=margin,
-            plateau_margin=margin / 2, harm_margin=self.cfg.harm_margin,
-            max_interval_us=float(self.cfg.max_gro_us), incumbent=NO_DEFERRAL_CODE, incumbent_throughput=1.0,
-            max_probes=self.cfg.max_probes - len(self._baseline) - (2 if self.cfg.verify else 0),
-            quantize=_quantize,
-            max_edge_probes=1,
+            low, high, tolerance=1.0,
+            config=itr_search.SearchConfig(
+                rel_tolerance=self.cfg.rel_tolerance, margin=margin, plateau_margin=margin / 2,
+                harm_margin=self.cfg.harm_margin, max_interval_us=float(self.cfg.max_gro_us),
+                max_probes=self.cfg.max_probes - len(self._baseline) - (2 if self.cfg.verify else 0),
+                quantize=_quantize, max_edge_probes=1,
+            ),
+            incumbent=NO_DEFERRAL_CODE, incumbent_throughput=1.0,
         )
 
     def _search_choice(self) -> Knob:

@@ -20,6 +20,7 @@ from vftune.hostdriver.base import HostDriver, HostError
 from vftune.hostdriver.linux import patched_attrs as pa
 from vftune.hostdriver.linux.counter_health import CounterHealth
 from vftune.hostdriver.linux.cpu import ProcessCpu, parse_proc_stat
+from vftune.hostdriver.linux.ethtool_stats import EthtoolStatsRefresher
 from vftune.hostdriver.linux.guest_agent import AgentChannel, Coalesce, GuestVf, Limits, libvirt_connector, socket_connector
 from vftune.hostdriver.linux.guest_wiring import DEFAULT_LIMITS, GuestAgentWiring, GuestJournal, GuestOriginal
 from vftune.hostdriver.linux.libvirt_guests import GuestDirectory, GuestView, import_libvirt
@@ -117,6 +118,7 @@ class LinuxHost(HostDriver):
         sleeper: Callable[[float], None] = time.sleep,
         libvirt_wait_s: float = 5.0,
         journal: Journal | None = None,
+        counter_refresh: EthtoolStatsRefresher | None = None,
     ) -> None:
         """netlink: None opens pyroute2's IPRoute; an IPRoute (e.g. in a netns) or any object with
         link_reply(ifname) -> wire bytes is used instead.
@@ -124,7 +126,9 @@ class LinuxHost(HostDriver):
         guest with the guest's ethtool through the QEMU guest agent. guest_agent_sockets: a
         directory of agent sockets named <guest>.sock, used instead of libvirt's
         qemuAgentCommand (hosts without libvirt, tests).
-        journal: where originals are kept until restored; None keeps them in this process only."""
+        journal: where originals are kept until restored; None keeps them in this process only.
+        counter_refresh: reads stock PFs' ethtool statistics so VF counters are fresh each
+        snapshot (ethtool_stats.py); None opens one in this network namespace."""
         self.sysfs_root = Path(sysfs_root)
         self.procfs_root = Path(procfs_root)
         self.libvirt_uri = libvirt_uri
@@ -140,6 +144,7 @@ class LinuxHost(HostDriver):
         self._stopping = False  # set by stop(): no write after the final restore has begun
         self._macs: dict[str, str] = {}  # VF PCI -> IFLA_VF_MAC, from the latest snapshot
         self._confirm: dict[str, tuple[Path, int, float]] = {}  # VF -> (itr_applied_usecs, usecs, deadline)
+        self._gstats = counter_refresh if counter_refresh is not None else EthtoolStatsRefresher()
         self._cpu = ProcessCpu(self.procfs_root)
         self._scan: SysfsScan | None = None
         self._health: CounterHealth | None = None
@@ -202,6 +207,7 @@ class LinuxHost(HostDriver):
                                               for vf in pf.vfs))
             for pf in sysfs.pfs
         )
+        self._gstats.forget()
         with self._inventory_lock:
             self._scan = sysfs
             if self._health is None:
@@ -252,10 +258,14 @@ class LinuxHost(HostDriver):
         assert self._scan is not None
         return self._scan
 
-    @staticmethod
-    def _refresh_s(sysfs: SysfsScan) -> float:
+    def _refresh_s(self, sysfs: SysfsScan) -> float:
         devs = sysfs.pf_devices.values()
-        return PATCHED_REFRESH_S if devs and all(d.patched_itr for d in devs) else STOCK_REFRESH_S
+        if devs and all(d.patched_itr for d in devs):
+            return PATCHED_REFRESH_S
+        # Stock PFs whose ethtool statistics can be read refresh their VFs' counters on demand.
+        if devs and all(d.patched_itr or self._gstats.refresh(d.name) is not None for d in devs):
+            return self._gstats.min_interval_s
+        return STOCK_REFRESH_S
 
     # -- capabilities ----------------------------------------------------------------
 
@@ -332,6 +342,8 @@ class LinuxHost(HostDriver):
         except HostError as exc:
             errors.append(str(exc))
 
+        # Stock PFs: read their ethtool statistics first, which copies every VF's counters now.
+        refreshed = {n for n, d in sysfs.pf_devices.items() if not d.patched_itr and self._gstats.refresh(n) is not None}
         links: dict[str, LinkStats] = {}
         pfs: dict[str, PfCounters] = {}
         for name, dev in sysfs.pf_devices.items():
@@ -354,7 +366,7 @@ class LinuxHost(HostDriver):
                 continue
             irqs = interrupts.for_vf(pci, vf.msi_irqs) if interrupts is not None else None
             h = health.update(pci, t, stat.rx_packets + stat.tx_packets, irqs,
-                              always_fresh=sysfs.pf_devices[vf.pf].patched_itr)
+                              always_fresh=sysfs.pf_devices[vf.pf].patched_itr or vf.pf in refreshed)
             vfs[pci] = VfCounters(
                 rx_packets=stat.rx_packets, rx_bytes=stat.rx_bytes,
                 tx_packets=stat.tx_packets, tx_bytes=stat.tx_bytes,
@@ -680,6 +692,12 @@ class LinuxHost(HostDriver):
         if self._guests is not None:
             self._guests.stop()
         self._source.close()
+        self._gstats.close()
+
+    @property
+    def counter_refresh_cost(self) -> dict[str, dict[str, object]]:
+        """ETHTOOL_GSTATS reads per PF: how many, their mean and worst wall time, errors."""
+        return {pf: c.as_dict() for pf, c in self._gstats.cost.items()}
 
     # -- for tests and the CLI -----------------------------------------------------------------
 

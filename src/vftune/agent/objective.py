@@ -1,0 +1,86 @@
+"""What a VF is tuned for: an operator's objective, per VF or guest, as the policy receives it.
+
+- ``throughput`` (default): most delivered bytes. The plateau rule takes the lowest rate within
+  1% of the best, and the CPU rule holds: the result never costs more CPU per Gb than the
+  guest's own adaptive ITR (measured as the first probe of every search) unless its throughput
+  gain is at least CPU_WORTH times the rise in CPU per Gb, plus the noise margin (+10% CPU per
+  Gb must buy +12% throughput: the extra CPU then goes into delivered bytes at least as much as
+  into interrupts); otherwise the cheapest measured rate that holds the adaptive ITR's throughput at
+  no more CPU per Gb wins, or the adaptive ITR stays.
+- ``efficiency``: CPU per Gb first: the lowest interrupt rate whose throughput is within
+  EFFICIENCY_MARGIN of the best measured, down to a 1 ms coalescing delay, and the CPU rule
+  with no exception: never more CPU per Gb than the guest's adaptive ITR (a request/response
+  VF whose best throughput needs more interrupts per byte keeps the adaptive ITR's cost).
+- ``latency``: lowest response time for request/response traffic (whose throughput is requests
+  in flight over the response time, so the best throughput is the best response time): no
+  plateau discount, and the coalescing delay is bounded by ``max_interval_us`` (default 100 us).
+  Every load on such a VF is tuned so: the host cannot tell a web server's large responses
+  from bulk transmit by its counters, and the operator asked for response time.
+``max_interval_us`` (an operator's bound on the added delay) overrides each objective's own.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from enum import StrEnum
+
+from vftune.agent.itr_search import SearchConfig
+from vftune.itr import MAX_RX_USECS
+
+CPU_WORTH = 1.0  # throughput: a gain must be at least the rise in CPU per Gb
+EFFICIENCY_MARGIN = 0.02  # efficiency: throughput within 2% of the best (the noise margin)
+EFFICIENCY_CPU_WORTH = math.inf  # efficiency: never more CPU per Gb than the adaptive ITR
+LATENCY_MAX_INTERVAL_US = 100.0
+
+
+class Objective(StrEnum):
+    THROUGHPUT = "throughput"
+    EFFICIENCY = "efficiency"
+    LATENCY = "latency"
+
+    @classmethod
+    def parse(cls, value: str) -> Objective:
+        try:
+            return cls(value)
+        except ValueError:
+            raise ValueError(f"objective {value!r}: choose from {', '.join(o.value for o in cls)}") from None
+
+
+@dataclass(frozen=True)
+class Goal:
+    """An objective and its bound on the added delay, as one VF's policy is given them."""
+
+    objective: Objective = Objective.THROUGHPUT
+    max_interval_us: float | None = None  # None: the objective's own bound
+
+    def __post_init__(self) -> None:
+        if self.max_interval_us is not None and not 2 <= self.max_interval_us <= MAX_RX_USECS:
+            raise ValueError(f"max_interval_us must be 2..{MAX_RX_USECS}, got {self.max_interval_us!r}")
+
+    @classmethod
+    def of(cls, objective: Objective | str, max_interval_us: float | None = None) -> Goal:
+        """From a config rule's values (an objective's name, a bound in microseconds or None)."""
+        return cls(Objective.parse(objective) if isinstance(objective, str) else objective, max_interval_us)
+
+    def search_config(self, base: SearchConfig) -> SearchConfig:
+        """The search's decision rules under this goal (budget and stop rules from `base`)."""
+        if self.objective is Objective.EFFICIENCY:
+            cfg = replace(base, plateau_margin=EFFICIENCY_MARGIN, cpu_worth=EFFICIENCY_CPU_WORTH,
+                          max_interval_us=float(MAX_RX_USECS))
+        elif self.objective is Objective.LATENCY:
+            cfg = replace(base, plateau_margin=0.0, max_interval_us=LATENCY_MAX_INTERVAL_US, cpu_worth=None)
+        else:
+            cfg = replace(base, cpu_worth=CPU_WORTH if base.cpu_worth is None else base.cpu_worth)
+        if self.max_interval_us is not None:
+            cfg = replace(cfg, max_interval_us=float(self.max_interval_us))
+        return cfg
+
+    @property
+    def bounds_delay(self) -> bool:
+        """Whether the delay bound is hard (probes stay above it), not only the plateau rule's."""
+        return self.objective is Objective.LATENCY or self.max_interval_us is not None
+
+    def floor_rate(self) -> float:
+        """The lowest interrupt rate this goal accepts (the bound on the added delay)."""
+        return 1e6 / self.search_config(SearchConfig()).max_interval_us

@@ -1,0 +1,154 @@
+"""Measurement windows: a VfSample stream cut at counter refreshes, after a settle time.
+
+Per-VF byte counters on unpatched ixgbe refresh about every 2 s (or when the PF's ethtool
+statistics are read), so a 1-s sample may show no delta and the next one double. A window
+therefore starts and ends on samples whose counters were refreshed (VfSample.fresh), lasts at
+least window_s, and sums bytes over its samples instead of averaging rates. Pure logic.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from vftune.model import VfSample
+
+EPS = 1e-6
+
+
+@dataclass(frozen=True)
+class Window:
+    """One measurement window between two counter refreshes (sums over its samples)."""
+
+    start: float
+    end: float
+    bits: float
+    packets: float
+    interrupts: int | None
+    itr: int
+    rx_bits: float = 0.0
+    # The port over the same window (bits), None when a sample did not show it.
+    port_bits: float | None = None
+    port_capacity_bits: float | None = None
+    share_bits: float | None = None
+    rx_packets: float = 0.0
+    cpu_s: float | None = None  # the owning guest's CPU seconds over the window, when known
+
+    @property
+    def duration(self) -> float:
+        return self.end - self.start
+
+    @property
+    def bps(self) -> float:
+        return self.bits / self.duration
+
+    @property
+    def pps(self) -> float:
+        return self.packets / self.duration
+
+    @property
+    def tx_bits(self) -> float:
+        return self.bits - self.rx_bits
+
+    @property
+    def tx_packets(self) -> float:
+        return self.packets - self.rx_packets
+
+    @property
+    def packet_bytes(self) -> float:
+        return self.bits / 8.0 / self.packets if self.packets > 0 else 0.0
+
+    @property
+    def interrupt_rate(self) -> float | None:
+        """Interrupts/s over the window, when the host shows them (not with posted interrupts)."""
+        if not self.interrupts or self.duration <= 0:
+            return None
+        return self.interrupts / self.duration
+
+    def cpu_per_bit(self, host_irq_cost_s: float = 0.0) -> float | None:
+        """CPU seconds per bit delivered, what a setting costs per Gb: the guest's CPU, plus
+        host_irq_cost_s per interrupt the host forwarded (its exits and injection, which the
+        guest's CPU time does not show; none counted when the host cannot see the interrupts)."""
+        if self.cpu_s is None or self.bits <= 0:
+            return None
+        return (self.cpu_s + host_irq_cost_s * (self.interrupts or 0)) / self.bits
+
+    @property
+    def port_load(self) -> float | None:
+        """The port's received load as a share of its line rate."""
+        if self.port_bits is None or not self.port_capacity_bits:
+            return None
+        return self.port_bits / self.port_capacity_bits
+
+
+def median_window(windows: list[Window]) -> Window:
+    """The window with the median bit rate: a typical one, not a burst's."""
+    ordered = sorted(windows, key=lambda w: w.bps)
+    return ordered[(len(ordered) - 1) // 2]
+
+
+class WindowMeter:
+    """Cuts a VfSample stream into windows bounded by fresh counters, after a settle time."""
+
+    def __init__(self, window_s: float) -> None:
+        if not window_s > 0:
+            raise ValueError(f"window_s must be > 0, got {window_s!r}")
+        self.window_s = window_s
+        self._change_t = -math.inf
+        self._settle_s = 0.0
+        self._origin: float | None = None
+        self._reset_sums()
+
+    def _reset_sums(self) -> None:
+        self._bits = 0.0
+        self._rx_bits = 0.0
+        self._packets = 0.0
+        self._rx_packets = 0.0
+        self._cpu: float | None = 0.0
+        self._interrupts: int | None = 0
+        self._port: list[float] | None = [0.0, 0.0, 0.0]  # bits, capacity bits, share bits
+
+    def start(self, change_t: float, settle_s: float) -> None:
+        """Forget the running window: a setting changed at change_t (sample time)."""
+        self._change_t = change_t
+        self._settle_s = settle_s
+        self._origin = None
+        self._reset_sums()
+
+    @property
+    def settling(self) -> bool:
+        return self._origin is None
+
+    def add(self, s: VfSample) -> Window | None:
+        if self._origin is None:
+            # The counters of a fresh sample were copied somewhere in (t - dt, t]: only a sample
+            # that begins after the change and ends after the settle time opens a window.
+            if s.fresh and s.t - s.dt >= self._change_t - EPS and s.t >= self._change_t + self._settle_s - EPS:
+                self._origin = s.t
+                self._reset_sums()
+            return None
+        if s.t <= self._origin:
+            return None
+        self._bits += s.throughput_bps * s.dt
+        self._rx_bits += s.rx_bps * s.dt
+        self._packets += (s.rx_pps + s.tx_pps) * s.dt
+        self._rx_packets += s.rx_pps * s.dt
+        self._cpu = None if s.guest_cpu is None or self._cpu is None else self._cpu + s.guest_cpu * s.dt
+        if s.port_rx_bps is None or s.port_rx_capacity_bps is None or s.port_rx_share_bps is None:
+            self._port = None
+        elif self._port is not None:
+            self._port[0] += s.port_rx_bps * s.dt
+            self._port[1] += s.port_rx_capacity_bps * s.dt
+            self._port[2] += s.port_rx_share_bps * s.dt
+        if s.interrupts is None or self._interrupts is None:
+            self._interrupts = None
+        else:
+            self._interrupts += s.interrupts
+        if s.fresh and s.t - self._origin >= self.window_s - EPS:
+            port: list[float | None] = list(self._port) if self._port else [None, None, None]
+            w = Window(self._origin, s.t, self._bits, self._packets, self._interrupts, s.itr,
+                       self._rx_bits, port[0], port[1], port[2], self._rx_packets, self._cpu)
+            self._origin = s.t
+            self._reset_sums()
+            return w
+        return None

@@ -1,0 +1,290 @@
+"""The tuner's small parts, each on its own: causes, windows' classes and memory, change
+detection, port judgement, the restart clock and objectives."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from vftune.agent.causes import Cause, TunerEvent
+from vftune.agent.change import ChangeDetector
+from vftune.agent.itr_search import SearchConfig
+from vftune.agent.memory import (
+    ClassMemory,
+    HostProfiles,
+    Profile,
+    ProfilesRecord,
+    WorkloadClass,
+    classify,
+)
+from vftune.agent.objective import Goal, Objective
+from vftune.agent.port import PortJudge
+from vftune.agent.restart import RestartClock
+from vftune.agent.window import Window
+from vftune.model import VfSample
+
+PCI = "0000:03:10.0"
+
+
+def window(t: float, rx_bps: float, rx_bytes: float = 1500.0, tx_bps: float = 0.0, tx_bytes: float = 66.0,
+           duration: float = 2.0, **port: float) -> Window:
+    rx_p = rx_bps * duration / 8 / rx_bytes
+    tx_p = tx_bps * duration / 8 / tx_bytes if tx_bps else 0.0
+    return Window(t, t + duration, (rx_bps + tx_bps) * duration, rx_p + tx_p, 1000, 20000,
+                  rx_bits=rx_bps * duration, rx_packets=rx_p,
+                  port_bits=port.get("port_bps", 0) * duration if port else None,
+                  port_capacity_bits=port.get("capacity_bps", 0) * duration if port else None,
+                  share_bits=port.get("share_bps", 0) * duration if port else None)
+
+
+# ---- causes -------------------------------------------------------------------------------
+
+def test_a_decision_renders_its_cause_first_and_is_read_back_from_the_text():
+    event = TunerEvent(1.0, Cause.RESTART_PERIODIC, {"count": 600, "unit": "s", "low": 10000, "high": 40000},
+                       then=(TunerEvent(1.0, Cause.PROBE, {"n": 1, "of": 7, "itr": 0, "role": "incumbent"}),))
+    text = event.text()
+    assert text == ("restart-periodic: 600 s since convergence; searching 10000..40000/s; "
+                    "probe: 1 of 7, adaptive (incumbent)")
+    assert Cause.of_reason(text) is Cause.RESTART_PERIODIC
+    assert Cause.of_reason("owner changed (was vm1): back to adaptive") is None
+
+
+def test_a_missing_field_drops_only_its_clause():
+    assert TunerEvent(0.0, Cause.PROBE, {"n": 2, "of": 9, "itr": 20345}).text() == "probe: 2 of 9, 20345/s"
+
+
+# ---- classes and memory --------------------------------------------------------------------
+
+def test_bulk_and_request_response_windows_fall_in_different_classes():
+    bulk = classify(window(0, 9e9, tx_bps=0.05e9))
+    rr = classify(window(0, 40e6, rx_bytes=100, tx_bps=40e6, tx_bytes=100))
+    assert bulk == WorkloadClass("bulk", "large", "rx", 5)
+    assert rr is not None and (rr.kind, rr.size, rr.mix) == ("rr", "tiny", "both")
+
+
+def test_a_rate_near_a_decade_edge_keeps_its_class():
+    # 1500-byte packets: 1.2e9 bit/s is 100000 packets/s, the edge between 1e4 and 1e5.
+    below = classify(window(0, 1.15e9))
+    assert below is not None and below.decade == 4
+    assert classify(window(2, 1.25e9), previous=below) == below  # within the hysteresis
+    assert classify(window(4, 2.5e9), previous=below).decade == 5  # clearly beyond it
+
+
+@given(st.integers(min_value=-1, max_value=8), st.sampled_from(["bulk", "rr"]),
+       st.sampled_from(["tiny", "small", "medium", "large"]), st.sampled_from(["rx", "tx", "both"]))
+def test_class_keys_round_trip(decade, kind, size, mix):
+    k = WorkloadClass(kind, size, mix, decade)
+    assert WorkloadClass.from_key(k.key()) == k
+
+
+@pytest.mark.parametrize("key", ["bulk/large/rx", "bulk/huge/rx/1e5", "bulk/large/rx/10", "x/large/rx/1e5"])
+def test_a_bad_class_key_is_named(key):
+    with pytest.raises(ValueError, match="workload class"):
+        WorkloadClass.from_key(key)
+
+
+def test_the_memory_exports_and_imports_as_versioned_plain_data():
+    profiles = HostProfiles()
+    k = WorkloadClass("bulk", "large", "rx", 5)
+    profiles.for_vf(PCI).remember(k, Profile(12_000, 9e9, 2e-12, 10.0))
+    profiles.host.remember(k, Profile(12_000, 9e9, None, 10.0))
+    data = json.loads(json.dumps(profiles.export()))
+    assert data["version"] == 1 and data["vfs"][PCI]["bulk/large/rx/1e5"]["itr"] == 12_000
+    other = HostProfiles()
+    other.load(ProfilesRecord.from_json(data))
+    assert other.for_vf(PCI).get(k) is not None and other.host.get(k).itr == 12_000
+
+
+@pytest.mark.parametrize("data, message", [
+    ({"version": 2, "host": {}, "vfs": {}}, "version"),
+    ({"version": 1, "host": {"bulk/large/rx/1e5": {"itr": -1, "bps": 1.0}}, "vfs": {}}, "itr"),
+    ({"version": 1, "host": {"bulk/large/rx/1e5": {"itr": 100, "bps": "fast"}}, "vfs": {}}, "bps"),
+    ([], "expected an object"),
+])
+def test_a_bad_profiles_record_is_refused_with_its_field(data, message):
+    with pytest.raises(ValueError, match=message):
+        ProfilesRecord.from_json(data)
+
+
+def test_the_memory_forgets_the_oldest_class_beyond_its_size():
+    memory = ClassMemory(max_classes=2)
+    for i, decade in enumerate((3, 4, 5)):
+        memory.remember(WorkloadClass("bulk", "large", "rx", decade), Profile(1000 * (i + 1), 1e9, None, float(i)))
+    assert len(memory) == 2 and memory.get(WorkloadClass("bulk", "large", "rx", 3)) is None
+
+
+# ---- change detection -----------------------------------------------------------------------
+
+def test_a_known_class_is_a_change_after_one_window_an_unseen_one_after_two():
+    d = ChangeDetector()
+    for i in range(3):
+        assert d.observe(window(2 * i, 9e9), lambda k: 2) is None
+    rr = window(6, 40e6, rx_bytes=100, tx_bps=40e6, tx_bytes=100)
+    known = d.observe(rr, lambda k: 1)
+    assert known is not None and known.kind == "class" and known.klass.kind == "rr"
+    d.reset(WorkloadClass("bulk", "large", "rx", 5))
+    assert d.observe(rr, lambda k: 2) is None
+    assert d.observe(window(8, 40e6, rx_bytes=100, tx_bps=40e6, tx_bytes=100), lambda k: 2).kind == "class"
+
+
+def test_a_rate_change_inside_the_class_must_last():
+    d = ChangeDetector(rate_change=0.3, rate_change_s=30.0)
+    for i in range(3):
+        d.observe(window(2 * i, 4e9), lambda k: 2)
+    changes = [d.observe(window(6 + 2 * i, 6e9), lambda k: 2) for i in range(16)]
+    first = next(i for i, c in enumerate(changes) if c is not None)
+    assert changes[first].kind == "rate" and 14 <= first <= 15  # 30 s of 2-s windows
+
+
+def test_two_idle_windows_are_idle():
+    d = ChangeDetector()
+    d.observe(window(0, 4e9), lambda k: 2)
+    assert d.observe(window(2, 0.0), lambda k: 2) is None
+    assert d.observe(window(4, 0.0), lambda k: 2).kind == "idle"
+
+
+# ---- port judgement -------------------------------------------------------------------------
+
+def test_a_vf_taking_its_share_of_a_saturated_port_is_capped_and_must_raise_the_port():
+    judge = PortJudge()
+    w = window(0, 3e9, port_bps=9.9e9, capacity_bps=9.9e9, share_bps=2.5e9)
+    judge.observe(w)
+    v = judge.judge(w)
+    assert v.saturated and v.takes_share
+    assert v.credited_bps == pytest.approx(2.5e9)
+    assert v.cost_margin == pytest.approx(0.01 * 9.9e9 / 3e9)
+
+
+def test_a_small_vf_on_a_saturated_port_is_judged_on_its_own_throughput():
+    judge = PortJudge()
+    w = window(0, 50e6, rx_bytes=100, tx_bps=50e6, tx_bytes=100, port_bps=9.9e9, capacity_bps=9.9e9,
+               share_bps=1.5e9)
+    judge.observe(w)
+    v = judge.judge(w)
+    assert v.saturated and not v.takes_share
+    assert v.credited_bps == pytest.approx(w.bps)
+    assert v.cost_margin == judge.margin  # not 1% of the port (that would be 100% of the VF)
+
+
+def test_saturation_is_remembered_for_a_while():
+    judge = PortJudge(memory_s=60.0)
+    judge.observe(window(0, 3e9, port_bps=9.9e9, capacity_bps=9.9e9, share_bps=2.5e9))
+    later = window(30, 3e9, port_bps=8e9, capacity_bps=9.9e9, share_bps=2.5e9)
+    judge.observe(later)
+    assert judge.judge(later).saturated
+    much_later = window(100, 3e9, port_bps=8e9, capacity_bps=9.9e9, share_bps=2.5e9)
+    judge.observe(much_later)
+    assert not judge.judge(much_later).saturated
+
+
+# ---- restart clock --------------------------------------------------------------------------
+
+def sample(t: float, interrupts: int | None, pps: float = 1000.0, dt: float = 1.0) -> VfSample:
+    return VfSample(PCI, "pf", t, dt, pps, pps * 12000, 0, 0, None, interrupts, 20000, None)
+
+
+def test_the_clock_counts_interrupts_or_seconds_whichever_first():
+    clock = RestartClock(PCI, interrupts=5000, seconds=100.0, jitter=0.0)
+    clock.reset(1)
+    due = [clock.tick(sample(t, 1000)) for t in range(1, 6)]
+    assert due[:4] == [None] * 4 and due[4].unit == "interrupts"
+    clock.reset(2)
+    due = [clock.tick(sample(t, 0, dt=0.5)) for t in range(1, 201)]  # posted interrupts: seconds count
+    assert next(i for i, d in enumerate(due) if d) == 199 and due[199].unit == "s"
+
+
+def test_jitter_spreads_neighbouring_vfs():
+    factors = {RestartClock(f"0000:03:10.{i}", 1, 1.0, 0.25).factor(1) for i in range(8)}
+    assert len(factors) == 8 and all(0.75 <= f <= 1.25 for f in factors)
+
+
+# ---- objectives -----------------------------------------------------------------------------
+
+def test_objectives_set_the_search_rules():
+    base = SearchConfig()
+    assert Goal().search_config(base).cpu_worth is not None  # the CPU rule is on by default
+    eff = Goal(Objective.EFFICIENCY).search_config(base)
+    assert eff.plateau_margin > base.plateau_margin and eff.max_interval_us > base.max_interval_us
+    lat = Goal(Objective.LATENCY).search_config(base)
+    assert lat.plateau_margin == 0.0 and lat.max_interval_us == 100.0
+    assert Goal(Objective.LATENCY, max_interval_us=30).search_config(base).max_interval_us == 30.0
+    with pytest.raises(ValueError, match="objective 'fast'"):
+        Objective.parse("fast")
+    with pytest.raises(ValueError, match="max_interval_us"):
+        Goal(max_interval_us=5000)
+
+
+# ---- the policy factory ---------------------------------------------------------------------
+
+def test_the_factory_gives_each_vf_its_objective_and_one_shared_memory():
+    from vftune.agent.policies import PolicyError, SearchFactory, make_vf_policy, vf_policy
+    from vftune.agent.policy import VfGoal
+    from vftune.agent.tuner import SearchTuner
+    from vftune.model import Capabilities
+
+    caps = Capabilities(backend="test", vf_itr=True)
+    factory = vf_policy("search")
+    assert isinstance(factory, SearchFactory)
+    plain = factory(PCI, caps)
+    latency = factory("0000:03:10.2", caps, VfGoal("latency", 30))
+    assert isinstance(plain, SearchTuner) and isinstance(latency, SearchTuner)
+    assert plain.state()["objective"] == "throughput"
+    assert latency.state()["objective"] == "latency" and latency.state()["max_interval_us"] == 30
+    assert latency.full_bracket[0] >= 1e6 / 30 - 1  # a hard bound: no probe below it
+    assert plain.profiles is latency.profiles is factory.profiles
+    made = make_vf_policy("search", PCI, caps, "efficiency", None)
+    assert isinstance(made, SearchTuner) and made.state()["objective"] == "efficiency"
+    with pytest.raises(PolicyError, match="objective 'speed'"):
+        make_vf_policy("search", PCI, caps, "speed")
+    with pytest.raises(PolicyError, match="max_interval_us"):
+        factory(PCI, caps, VfGoal("throughput", 5000))
+
+
+def test_an_agents_memory_seeds_another_hosts_agent():
+    import math
+
+    from vftune.agent.loop import Agent, AgentConfig
+    from vftune.agent.policies import pf_controller, vf_policy
+
+    def agent_on(scenario: str) -> Agent:
+        from vftune.sim.host import SimHost
+
+        host = SimHost(scenario, seed=1, speed=math.inf)
+        agent = Agent(host, None, vf_policy("search"), pf_controller("stock"), AgentConfig(interval=0.5))
+        agent.start()
+        return agent
+
+    first = agent_on("paper-3vm")
+    for _ in range(120):  # 60 simulated seconds: every VF searched and holding
+        first.host.sleep(0.5)
+        first.tick()
+    record = first.export_profiles()
+    assert record is not None and record["version"] == 1 and record["host"]
+    second = agent_on("paper-3vm")
+    assert second.import_profiles(json.loads(json.dumps(record))) == len(record["host"]) + sum(
+        len(t) for t in record["vfs"].values())
+    for _ in range(8):  # four seconds: the imported classes are recalled, not searched
+        second.host.sleep(0.5)
+        second.tick()
+    states = [second.vfs[vf.pci].policy_state for vf in second.inventory.vfs() if vf.guest]
+    assert states and all(st["recalls"] >= 1 and st["searches"] == 0 for st in states)
+    with pytest.raises(ValueError, match="version"):
+        second.import_profiles({"version": 9})
+    fixed = Agent(first.host, None, vf_policy("fixed:20000"), pf_controller("stock"))
+    assert fixed.export_profiles() is None
+    with pytest.raises(LookupError):
+        fixed.import_profiles(record)
+
+
+def test_a_tuner_option_bound_applies_where_the_goal_gives_none():
+    from vftune.agent.tuner import SearchTuner, TunerOptions
+    from vftune.model import Capabilities
+
+    caps = Capabilities(backend="test", vf_itr=True)
+    bounded = SearchTuner(PCI, caps, TunerOptions(max_interval_us=50))
+    assert bounded.state()["max_interval_us"] == 50 and bounded.full_bracket[0] == 20_000
+    ruled = SearchTuner(PCI, caps, TunerOptions(max_interval_us=50), goal=Goal(Objective.LATENCY, 20))
+    assert ruled.state()["max_interval_us"] == 20
