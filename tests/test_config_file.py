@@ -162,7 +162,7 @@ max_interval_us = 100
     assert view.vf(pinned).state == "pinned"
     tuned_view = view.vf(tuned)
     assert tuned_view.objective == "latency" and tuned_view.state in ("searching", "converged")
-    assert agent._policies[tuned].options.max_interval_us == 100.0
+    assert agent._policies[tuned].goal.max_interval_us == 100.0  # the rule's bound reaches the search
 
 
 def test_a_rule_change_hands_an_excluded_vf_back_before_leaving_it_alone(tmp_path):
