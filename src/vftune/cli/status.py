@@ -8,6 +8,7 @@ number carries its unit. --watch redraws in place; --json prints the API's recor
 from __future__ import annotations
 
 import json
+import signal
 import time
 from typing import Any
 
@@ -208,6 +209,9 @@ def command(url: str, as_json: bool, watch: bool, every: float, token_file: str 
         else:
             console.print(render(_with_search_progress(url, state, headers), console.width))
         return
+    # Ctrl-C ends --watch even when the shell that started us ignored SIGINT (a background job):
+    # an ignored signal stays ignored across exec, and Python then raises no KeyboardInterrupt.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     with Live(console=console, auto_refresh=False, screen=False, transient=False) as live:
         try:
             while True:

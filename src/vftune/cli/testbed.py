@@ -62,6 +62,8 @@ def command(objective: str | None, latency_bound_us: float | None, rate: float, 
         raise KeyboardInterrupt  # unwinds through the testbed's teardown like Ctrl-C
 
     signal.signal(signal.SIGTERM, on_term)
+    # Also SIGINT: a background job starts with it ignored, and the teardown must run on Ctrl-C.
+    signal.signal(signal.SIGINT, on_term)
     cfg = RunConfig(
         objectives=(objective,) if objective else ("efficiency", "latency"),
         load=LoadSpec(mode=mode, rate=rate, conns=conns, window_s=window),
