@@ -71,7 +71,7 @@ def start_agent(tmp_path: Path, *args: str) -> RunningAgent:
 
 @pytest.fixture(scope="module")
 def shared_sim_agent(tmp_path_factory):
-    """One agent for a module's read-only tests, after 80 ticks (40 simulated s at the 0.5-s tick); stopped when the module ends."""
+    """One agent for a module's read-only tests, after 80 ticks (40 simulated s); stopped when the module ends."""
     agent = start_agent(tmp_path_factory.mktemp("agent"), "--sim", "mixed-host", "--speed", "50")
     agent.wait_ticks(80)
     yield agent
