@@ -302,3 +302,36 @@ def test_cpu_rule_keeps_adaptive_when_the_gain_does_not_pay_for_the_cpu():
     kept = drive(1.0)
     assert kept.best == 0 or kept.cpu_per_bit(kept.best) <= 1.0
     assert "CPU per bit" in kept.outcome
+
+
+def test_a_lucky_adaptive_window_does_not_veto_a_rate_that_pays_for_its_cpu():
+    # The adaptive incumbent measures 1.10 in its first window (a good moment of its own
+    # state) and 1.00 after that; 40K/s holds 1.12 for +5% CPU per bit. On the first window
+    # the CPU rule would keep the adaptive ITR (+1.8% for +5%): the incumbent is measured once
+    # more before it vetoes, and the rate that pays for its CPU wins.
+    s = ItrSearch(ITR_MIN_RATE, ITR_MAX_RATE, 1000, SearchConfig(cpu_worth=1.0), incumbent=0)
+    adaptive_windows = iter([1.10, 1.00, 1.00])
+    while (itr := s.ask()) is not None:
+        if itr == 0:
+            s.tell(0, next(adaptive_windows), cpu_per_bit=1.0)
+        else:
+            s.tell(itr, 1.0 + 0.12 * peak_curve(40_000)(itr), cpu_per_bit=1.0 + 0.05 * peak_curve(40_000)(itr))
+    assert [p.itr for p in s.history].count(0) == 2
+    assert s.best != 0 and abs(math.log(s.best / 40_000)) < math.log(1.5)
+
+
+def test_cpu_rule_falls_back_to_the_best_rate_it_accepts():
+    # The peak (100K/s) gains +20% for +30% CPU per bit: refused. 30K/s gains +10% for +4%:
+    # accepted, and better than any rate that is cheaper per bit than the adaptive ITR.
+    def value(r: float) -> float:
+        return 1.0 + 0.2 * peak_curve(100_000)(r)
+
+    def cpb(r: float) -> float:
+        return 0.9 + 0.4 * min(1.0, r / 100_000)
+
+    s = ItrSearch(ITR_MIN_RATE, ITR_MAX_RATE, 1000, SearchConfig(cpu_worth=1.0), incumbent=0)
+    while (itr := s.ask()) is not None:
+        s.tell(itr, 1.0 if itr == 0 else value(itr), cpu_per_bit=1.0 if itr == 0 else cpb(itr))
+    accepted = [r for r in s.scores() if value(r) - 1.0 >= 1.0 * (cpb(r) - 1.0) + s.margin]
+    assert s.best == max(accepted, key=value)
+    assert cpb(s.best) > 1.0  # more CPU per bit than the adaptive ITR, paid for by its gain

@@ -424,8 +424,10 @@ class ItrSearch:
         return candidate
 
     def _needs_recheck(self) -> bool:
-        """The incumbent would veto the result on one measurement (as better, or as as good for
-        fewer interrupts): measure it once more."""
+        """The incumbent would veto the result on one measurement (as better, as as good for
+        fewer interrupts, or by the CPU rule as cheaper per bit): measure it once more. An
+        adaptive incumbent moves with its own state, so one window of it is the least reliable
+        number in the search."""
         if not self._recheck or self.incumbent is None or self.incumbent_throughput is None or not self._spare():
             return False
         if len(self._incumbent_samples) != 1 or self._choice == self.incumbent:
@@ -435,8 +437,10 @@ class ItrSearch:
         if value < inc * (1.0 - self.harm_margin):
             return True
         cost = self.incumbent_cost if self.incumbent_cost else (self.incumbent or None)
-        return cost is not None and self._choice > cost * (1.0 + self.margin) and inc > 0 and (
-            value / inc - 1.0 < self.cost_margin)
+        if cost is not None and self._choice > cost * (1.0 + self.margin) and inc > 0 and (
+                value / inc - 1.0 < self.cost_margin):
+            return True
+        return self._cpu_rule_vetoes(self._choice, inc)
 
     def _search_step(self) -> int | None:
         """One golden-section comparison; returns a rate to measure, or None after a cut."""
@@ -543,31 +547,42 @@ class ItrSearch:
     def _cpu_rule(self, inc: float) -> None:
         """A result that costs more CPU per bit than the incumbent (the guest's own adaptive ITR
         when the search started there) must gain throughput worth cpu_worth times the relative
-        rise in CPU per bit; otherwise the cheapest measured rate that holds the incumbent's
-        throughput at no more CPU per bit wins, or the incumbent stays."""
-        worth = self.config.cpu_worth
-        if worth is None or self.incumbent is None or self._best is None or self._best == self.incumbent:
+        rise in CPU per bit; otherwise the best measured rate the rule accepts (no more CPU per
+        bit, or a gain worth its rise) that holds the incumbent's throughput wins, or the
+        incumbent stays."""
+        if self._best is None or self.incumbent is None or not self._cpu_rule_vetoes(self._best, inc):
             return
-        base = sum(self._incumbent_cpb) / len(self._incumbent_cpb) if self._incumbent_cpb else None
-        ours = self.cpu_per_bit(self._best)
-        if base is None or ours is None or inc <= 0:
-            return
-        rise = ours / base - 1.0
+        rise = self._cpu_rise(self._best)
+        assert rise is not None
         gain = self.score(self._best) / inc - 1.0
-        if rise <= 0 or gain >= worth * rise + self.margin:
-            return
-        cheaper = [r for r in self._samples if r != self.incumbent
-                   and (c := self.cpu_per_bit(r)) is not None and c <= base
-                   and self.score(r) >= inc * (1.0 - self.harm_margin)]
+        accepted = [r for r in self._samples if r != self.incumbent and self.cpu_per_bit(r) is not None
+                    and self.score(r) >= inc * (1.0 - self.harm_margin) and not self._cpu_rule_vetoes(r, inc)]
         was = self._best
-        if cheaper:
-            self._best = max(cheaper, key=lambda r: (self.score(r), -r))
+        if accepted:
+            self._best = max(accepted, key=lambda r: (self.score(r), -r))
             self.outcome = (f"best {self._best}/s: {was}/s gains {_pct(gain)} for {_pct(rise)} CPU per bit "
                             f"against the incumbent")
         else:
             self._best = self.incumbent
             self.outcome = (f"kept incumbent {itr_label(self.incumbent)}: {was}/s gains {_pct(gain)} for "
                             f"{_pct(rise)} CPU per bit")
+
+
+    def _cpu_rise(self, itr: int) -> float | None:
+        """The relative rise in CPU per bit of a rate over the incumbent's, when both are measured."""
+        base = sum(self._incumbent_cpb) / len(self._incumbent_cpb) if self._incumbent_cpb else None
+        ours = self.cpu_per_bit(itr)
+        return None if base is None or ours is None else ours / base - 1.0
+
+    def _cpu_rule_vetoes(self, choice: int, inc: float) -> bool:
+        """Whether the CPU rule would keep the incumbent's CPU per bit against `choice`."""
+        worth = self.config.cpu_worth
+        if worth is None or self.incumbent is None or choice == self.incumbent or inc <= 0:
+            return False
+        rise = self._cpu_rise(choice)
+        if rise is None or rise <= 0:
+            return False
+        return self.score(choice) / inc - 1.0 < worth * rise + self.margin
 
 
 def _pct(x: float) -> str:

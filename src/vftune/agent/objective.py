@@ -5,8 +5,8 @@
   guest's own adaptive ITR (measured as the first probe of every search) unless its throughput
   gain is at least CPU_WORTH times the rise in CPU per Gb, plus the noise margin (+10% CPU per
   Gb must buy +12% throughput: the extra CPU then goes into delivered bytes at least as much as
-  into interrupts); otherwise the cheapest measured rate that holds the adaptive ITR's throughput at
-  no more CPU per Gb wins, or the adaptive ITR stays.
+  into interrupts); otherwise the best measured rate the rule accepts that holds the adaptive ITR's
+  throughput wins, or the adaptive ITR stays.
 - ``efficiency``: CPU per Gb first: the lowest interrupt rate whose throughput is within
   EFFICIENCY_MARGIN of the best measured, down to a 1 ms coalescing delay, and the CPU rule
   with no exception: never more CPU per Gb than the guest's adaptive ITR (a request/response

@@ -59,6 +59,7 @@ class TunerOptions:
     harm_margin: float = 0.005  # keep the incumbent if the result measures >0.5% worse
     max_repeats: int = 3  # re-measurements per search
     max_probes: int = 12  # measurements per search, the incumbent's included (1 s each: cold <= 13 s)
+    adaptive_windows: int = 4  # the adaptive ITR, which moves window to window, is measured over this many
     restart_interrupts: int = 30_000_000
     restart_s: float = 600.0
     restart_jitter: float = 0.25  # each hold lasts x(1 +- jitter) of the above, per VF and search
@@ -90,7 +91,7 @@ class TunerOptions:
     max_interval_us: float | None = None
 
     def __post_init__(self) -> None:
-        positive = ("window_s", "tolerance", "warm_span", "restart_s", "handback_windows", "max_interval_us")
+        positive = ("window_s", "adaptive_windows", "tolerance", "warm_span", "restart_s", "handback_windows", "max_interval_us")
         for f in fields(self):
             value = getattr(self, f.name)
             if isinstance(value, bool) or value is None:
@@ -577,7 +578,10 @@ class SearchTuner(VfPolicy):
         self.probe_itr = itr
         self._misses = 0
         moved = not same_itr(itr, s.itr)
-        self.meter.start(s.t, self.options.settle_s if moved else 0.0)
+        # The adaptive ITR moves with its own state from one window to the next: it is measured
+        # over several windows, so that it is judged on what it delivers over time.
+        length = self.window_s * self.options.adaptive_windows if itr == 0 else None
+        self.meter.start(s.t, self.options.settle_s if moved else 0.0, length)
         probe: dict[str, object] = {"n": search.probes + 1, "of": search.expected_probes(), "itr": itr}
         if itr == search.incumbent and search.phase == "baseline":
             probe["role"] = "incumbent"

@@ -94,6 +94,7 @@ class WindowMeter:
         if not window_s > 0:
             raise ValueError(f"window_s must be > 0, got {window_s!r}")
         self.window_s = window_s
+        self._length = window_s
         self._change_t = -math.inf
         self._settle_s = 0.0
         self._origin: float | None = None
@@ -108,10 +109,14 @@ class WindowMeter:
         self._interrupts: int | None = 0
         self._port: list[float] | None = [0.0, 0.0, 0.0]  # bits, capacity bits, share bits
 
-    def start(self, change_t: float, settle_s: float) -> None:
-        """Forget the running window: a setting changed at change_t (sample time)."""
+    def start(self, change_t: float, settle_s: float, window_s: float | None = None) -> None:
+        """Forget the running window: a setting changed at change_t (sample time). Windows from
+        here on last `window_s` (default: the meter's own) until the next start."""
+        if window_s is not None and not window_s > 0:
+            raise ValueError(f"window_s must be > 0, got {window_s!r}")
         self._change_t = change_t
         self._settle_s = settle_s
+        self._length = self.window_s if window_s is None else window_s
         self._origin = None
         self._reset_sums()
 
@@ -144,7 +149,7 @@ class WindowMeter:
             self._interrupts = None
         else:
             self._interrupts += s.interrupts
-        if s.fresh and s.t - self._origin >= self.window_s - EPS:
+        if s.fresh and s.t - self._origin >= self._length - EPS:
             port: list[float | None] = list(self._port) if self._port else [None, None, None]
             w = Window(self._origin, s.t, self._bits, self._packets, self._interrupts, s.itr,
                        self._rx_bits, port[0], port[1], port[2], self._rx_packets, self._cpu)
