@@ -426,3 +426,25 @@ def test_the_adaptive_itr_is_measured_over_several_windows():
     assert first_probe >= 1 + 4  # the first tick shows traffic, then four 1-s windows of adaptive
     times = [t for t, d in vf.decisions if d.cause == "probe"]
     assert all(b - a <= 3 for a, b in zip(times, times[1:]))  # fixed rates: settle + one window
+
+
+def test_a_burst_that_becomes_the_reference_does_not_restart_the_search():
+    # The load bursts (x1.5) right as the search converges, so the held load's reference windows
+    # are the burst's. When the load is back for good at the level the search measured, that is
+    # the load the setting was chosen for: the reference is taken again, nothing is searched.
+    level = {"gain": 1.0}
+    vf = SyntheticVf(lambda r: curve(20_000)(r) * level["gain"], noise=0.005, seed=4)
+    tuner = SearchTuner(PCI, caps())
+    while tuner.state()["phase"] != "holding":
+        vf.run(tuner, 1)
+    searches = tuner.searches
+    level["gain"] = 1.5
+    vf.run(tuner, 8)
+    level["gain"] = 1.0
+    vf.run(tuner, 60)
+    assert tuner.searches == searches and tuner.restarts["load"] == 0
+    assert any(e.cause == "reference" for e in tuner.events)
+    # The new reference holds: a lasting change of load still restarts.
+    level["gain"] = 1.5
+    vf.run(tuner, 45)
+    assert tuner.restarts["load"] == 1

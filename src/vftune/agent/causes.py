@@ -29,6 +29,7 @@ class Cause(StrEnum):
     ABORT = "abort"  # a probe could not be measured: back to the setting in force before
     IDLE = "idle"  # the VF went idle: holding, nothing to tune
     PORT = "port"  # a note on how a window on a saturated port was judged
+    REFERENCE = "reference"  # the held load's reference was a burst: taken again, no search
 
     @classmethod
     def of_reason(cls, reason: str) -> Cause | None:
@@ -69,6 +70,8 @@ _TEMPLATES: dict[Cause, tuple[str, ...]] = {
     Cause.RESUME: ("load steady for {steady_s} s ({klass})", "; searching {low}..{high}/s", "; {port}"),
     Cause.ABORT: ("{why}; back to {itr}",),
     Cause.IDLE: ("load fell to {mbps} Mbit/s, holding {itr}",),
+    Cause.REFERENCE: ("rate {change} for {lasted_s} s is the load {itr} was measured at in its search "
+                      "({mbps} Mbit/s): the reference was a burst, taken again",),
     Cause.PORT: ("saturated ({load} of line rate): judged on the VF's share, {credited_mbps} of {mbps} Mbit/s",),
 }
 def _share(value: object) -> str:
