@@ -45,7 +45,8 @@ if os.geteuid() != 0:
 if QGA is None:
     pytest.skip("qemu-ga is not installed (Debian's qemu-guest-agent; scripts/setup --test)", allow_module_level=True)
 
-from pyroute2 import IPRoute, netns  # noqa: E402
+from pyroute2 import IPRoute  # noqa: E402
+from vethns import veth_namespace  # noqa: E402
 
 STANDIN = Path(__file__).parent / "fixtures" / "guest_agent"
 WAIT_S = 20.0
@@ -88,22 +89,8 @@ def wait_for(cond: Callable[[], Any], what: str, timeout: float = WAIT_S) -> Any
 
 @pytest.fixture
 def guest_ns() -> Iterator[str]:
-    name = f"vftune-qga-{os.getpid()}"
-    try:
-        netns.create(name)
-    except OSError as exc:
-        pytest.skip(f"cannot create a network namespace here: {exc}")
-    ipr = IPRoute(netns=name)
-    try:
-        ipr.link("add", ifname="vft0a", kind="veth", peer="vft0b")
-        idx = ipr.link_lookup(ifname="vft0a")[0]
-        ipr.link("set", index=idx, address=VF_MAC)
-        for ifname in ("vft0a", "vft0b"):
-            ipr.link("set", index=ipr.link_lookup(ifname=ifname)[0], state="up")
+    with veth_namespace("vftune-qga", mac=VF_MAC) as (name, _):
         yield name
-    finally:
-        ipr.close()
-        netns.remove(name)
 
 
 @dataclass

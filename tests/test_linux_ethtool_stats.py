@@ -135,16 +135,10 @@ def test_a_stock_pfs_vf_counters_are_fresh_every_half_second_tick(tmp_path: Path
 @pytest.mark.root
 @pytest.mark.skipif(os.geteuid() != 0, reason="network namespaces and veth pairs need root")
 def test_gstats_on_a_real_veth_in_a_namespace(tmp_path: Path) -> None:
-    from pyroute2 import IPRoute, netns
+    from pyroute2 import netns
+    from vethns import veth_namespace
 
-    name = f"vftune-gstats-{os.getpid()}"
-    try:
-        netns.create(name)
-    except OSError as exc:
-        pytest.skip(f"cannot create a network namespace here: {exc}")
-    ipr = IPRoute(netns=name)
-    try:
-        ipr.link("add", ifname="vfg0a", kind="veth", peer="vfg0b")
+    with veth_namespace("vftune-gstats", "vfg0a", "vfg0b", up=False) as (name, ipr):
         netns.pushns(name)
         try:
             sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
@@ -163,6 +157,3 @@ def test_gstats_on_a_real_veth_in_a_namespace(tmp_path: Path) -> None:
             assert r.cost["vfg0a"].reads == 1 and r.cost["vfg0a"].skipped == 1
             assert r.refresh("nosuch0") is None and not r.supported("nosuch0")
             assert "No such device" in (r.why_not("nosuch0") or "")
-    finally:
-        ipr.close()
-        netns.remove(name)

@@ -21,33 +21,15 @@ if os.geteuid() != 0:
     pytest.skip("network namespaces and veth pairs need root", allow_module_level=True)
 
 from pyroute2 import IPRoute, netns  # noqa: E402
+from vethns import veth_namespace  # noqa: E402
 
 FRAMES = 25
 
 
 @pytest.fixture
 def veth_ns() -> Iterator[tuple[str, IPRoute]]:
-    name = f"vftune-test-{os.getpid()}"
-    try:
-        netns.create(name)
-    except OSError as exc:
-        pytest.skip(f"cannot create a network namespace here: {exc}")
-    ipr = IPRoute(netns=name)
-    try:
-        netns.pushns(name)
-        try:
-            # No IPv6 chatter (router solicitations, MLD) on the new links: only our frames count.
-            for conf in ("all", "default"):
-                Path(f"/proc/sys/net/ipv6/conf/{conf}/disable_ipv6").write_text("1\n")
-        finally:
-            netns.popns()
-        ipr.link("add", ifname="vft0a", kind="veth", peer="vft0b")
-        for ifname in ("vft0a", "vft0b"):
-            ipr.link("set", index=ipr.link_lookup(ifname=ifname)[0], state="up")
-        yield name, ipr
-    finally:
-        ipr.close()
-        netns.remove(name)
+    with veth_namespace("vftune-test", quiet_ipv6=True) as pair:
+        yield pair
 
 
 def send_frames(ns: str, ifname: str, count: int) -> None:
