@@ -202,8 +202,8 @@ class KnobSearch:
         p99 = min(p for p, _, _ in self._baseline)
         cpu = min(c for _, c, _ in self._baseline)
         rate = max(r for _, _, r in self._baseline)
-        margin = self.cfg.margin(self.goal_objective)
-        self.objective = make_objective(self.goal_objective, p99, cpu, cpu_noise=margin,
+        # Latency's CPU budget allows the CPU's own noise margin over the incumbent's CPU.
+        self.objective = make_objective(self.goal_objective, p99, cpu, cpu_noise=self.cfg.cpu_margin,
                                         latency_bound_us=self.latency_bound_us)
         # The tuner's own constraint sits `guard` inside the limit: its final choice is judged
         # on fresh windows whose p99 can land above what the search saw.
