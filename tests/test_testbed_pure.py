@@ -345,3 +345,16 @@ def test_one_costly_baseline_window_does_not_make_deferral_look_cheaper() -> Non
     assert run_search(search, costly_first) == NO_DEFERRAL  # the better baseline window is the incumbent's
     assert calls[:2] == [NO_DEFERRAL, NO_DEFERRAL] and search.probes <= 12
     assert "CPU per bit" in search.outcome  # the agent's CPU rule kept the incumbent
+
+
+def test_a_mode_that_wins_one_window_only_is_not_taken() -> None:
+    seen: dict[Knob, int] = {}
+
+    def lucky_once(knob: Knob) -> tuple[float, float, float]:
+        seen[knob] = seen.get(knob, 0) + 1
+        lucky = knob == Knob(0, 0, True) and seen[knob] == 1
+        return (300.0 if lucky else 400.0) + knob.gro_ns / 1000.0, 0.2, 5000.0
+
+    search = KnobSearch("latency")
+    assert run_search(search, lucky_once) == NO_DEFERRAL
+    assert seen[Knob(0, 0, True)] == 2 and "none beat" in search.outcome  # confirmed, and it lost

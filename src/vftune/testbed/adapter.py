@@ -16,9 +16,10 @@ budget) and what the knob is physically:
   the agent would see a host (nothing from the sweep), and held ``guard`` inside its limit;
 * the modes: defer 0 (GRO holding only) and threaded NAPI are not on the axis, and the agent has
   no rule for them. Once the axis search has chosen, each other (defer, threaded) combination at
-  the chosen timeout is measured once while the budget lasts, and one replaces the axis's choice
-  only by the search's own criteria: more throughput than the noise margin, or the same
-  throughput within the harm margin for less CPU per bit by more than the noise margin.
+  the chosen timeout is measured while the budget lasts, and one replaces the axis's choice only
+  by the search's own criteria: more throughput than the noise margin, or the same throughput
+  within the harm margin for less CPU per bit by more than the noise margin, and, as the search
+  confirms its own choice, again on a second window (worst throughput, mean CPU per bit).
 """
 
 from __future__ import annotations
@@ -123,7 +124,9 @@ class KnobSearch:
         self._search: ItrSearch | None = None
         self._axis_choice: Knob | None = None
         self._modes: list[Knob] = []
-        self._mode_results: dict[Knob, tuple[float, float | None]] = {}
+        self._mode_samples: dict[Knob, list[tuple[float, float | None]]] = {}
+        self._modes_judged: set[Knob] = set()
+        self._mode_best: tuple[Knob, float, float | None] = (NO_DEFERRAL, 0.0, None)  # set with the modes
         self._final: Knob | None = None
         self._verdict = ""
         self.trace: list[dict[str, object]] = []
@@ -158,9 +161,10 @@ class KnobSearch:
         if code is None:
             if knob != self._mode_pending():
                 raise ValueError(f"tell({knob.label}) does not match the probe asked")
-            self._mode_results[knob] = (tp, cpb)
+            self._mode_samples.setdefault(knob, []).append((tp, cpb))
             self.trace.append({"knob": knob.label, "p99_us": p99_us, "cpu": cpu, "rate": rate,
                                "throughput": round(tp, 3), "phase": "mode"})
+            self._judge_mode(knob)
             return
         if knob != knob_for(code):
             raise ValueError(f"tell({knob.label}) does not match the probe asked")
@@ -231,14 +235,16 @@ class KnobSearch:
         return self.cfg.max_probes - self.probes
 
     def _mode_pending(self) -> Knob | None:
-        """The next mode to measure, or None when all are measured or the budget is spent."""
+        """The next mode to measure (a new one, or a winner's confirmation), or None when all are
+        judged or the budget is spent."""
         if self._axis_choice is None:
             self._axis_choice = self._axis_now()
             self._modes = mode_variants(self._axis_choice)
+            self._mode_best = (self._axis_choice, *self._axis_result())
         if self._final is not None:
             return None
         for knob in self._modes:
-            if knob not in self._mode_results:
+            if knob not in self._modes_judged:
                 return knob if self._budget_left() > 0 else None
         return None
 
@@ -252,22 +258,38 @@ class KnobSearch:
         assert self._search.incumbent_throughput is not None
         return self._search.incumbent_throughput, self._search.cpu_per_bit(code)
 
-    def _decide_modes(self) -> None:
-        assert self._search is not None and self._axis_choice is not None
+    def _judge_mode(self, knob: Knob) -> None:
+        """A mode beats the best so far by the search's margins: more throughput than the noise
+        margin, or the same within the harm margin at a CPU per bit lower by more than the noise
+        margin. Like the search's own choice, a winner is measured again and judged by its
+        worst throughput and mean CPU per bit; without the budget for that it is not taken."""
+        assert self._search is not None
         cfg = self._search.config
-        best, (best_tp, best_cpb) = self._axis_choice, self._axis_result()
-        for knob, (tp, cpb) in self._mode_results.items():
-            better = tp > best_tp * (1.0 + cfg.margin)
-            cheaper = (tp >= best_tp * (1.0 - cfg.harm_margin) and cpb is not None and best_cpb is not None
-                       and cpb < best_cpb * (1.0 - cfg.margin))
-            if better or cheaper:
-                best, best_tp, best_cpb = knob, tp, cpb
+        samples = self._mode_samples[knob]
+        tp = min(t for t, _ in samples)
+        cpbs = [c for _, c in samples if c is not None]
+        cpb = sum(cpbs) / len(cpbs) if cpbs else None
+        _best, best_tp, best_cpb = self._mode_best
+        better = tp > best_tp * (1.0 + cfg.margin)
+        cheaper = (tp >= best_tp * (1.0 - cfg.harm_margin) and cpb is not None and best_cpb is not None
+                   and cpb < best_cpb * (1.0 - cfg.margin))
+        if not (better or cheaper):
+            self._modes_judged.add(knob)
+        elif len(samples) >= 2:
+            self._mode_best = (knob, tp, cpb)
+            self._modes_judged.add(knob)
+        elif self._budget_left() <= 0:
+            self._modes_judged.add(knob)  # a winner on one window only: not taken
+
+    def _decide_modes(self) -> None:
+        assert self._axis_choice is not None
+        best = self._mode_best[0]
         self._final = best
-        tried = len(self._mode_results)
+        tried = sum(1 for k in self._modes if k in self._mode_samples)
         if best != self._axis_choice:
-            self._verdict = f"mode {best.label} beat the axis's {self._axis_choice.label}"
+            self._verdict = f"mode {best.label} beat the axis's {self._axis_choice.label}, confirmed"
         elif tried:
-            self._verdict = f"{tried} mode(s) tried, none beat {self._axis_choice.label}"
+            self._verdict = f"{tried} mode(s) tried, none beat {self._axis_choice.label} twice"
         else:
             self._verdict = "no budget left for the modes"
 
