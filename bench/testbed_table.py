@@ -18,6 +18,13 @@ def _cell(point: dict | None) -> str:
     return f"{point['latency_us_p50']:.0f} / {point['latency_us_p99']:.0f} / {point['cpu']:.3f}"
 
 
+def _choice(run: dict) -> str:
+    """A run's choice and ratio; a mode reached off the search's axis names the axis's choice."""
+    axis = run.get("axis_choice")
+    via = f" from {axis['label']}" if axis and axis["label"] != run["choice"]["label"] else ""
+    return f"{run['choice']['label']}{via} ({run['ratio_to_best']:.2f})"
+
+
 def main(path: str) -> None:
     with open(path) as f:
         data = json.load(f)
@@ -38,12 +45,13 @@ def main(path: str) -> None:
             label = f"{us} us"
         print(f"| {label} | " + " | ".join(_cell(p) for p in row) + " |")
     print("\nThe tuner, cold start, 3 runs per objective, each choice measured side by side with the "
-          "sweep's best:\n")
+          "sweep's best (the search's own axis is defer 1; the modes stage tries the other "
+          "combinations at its choice):\n")
     print("| objective | constraint | sweep's best | best on the tuner's axis | choices (3 runs) | "
           "ratio to best, worst run | per-round spread | probes (max) | converge s (max) |")
     print("|---|---|---|---|---|---|---|---|---|")
     for t in data["tuners"]:
-        choices = ", ".join(f"{r['choice']['label']} ({r['ratio_to_best']:.2f})" for r in t["runs"])
+        choices = ", ".join(_choice(r) for r in t["runs"])
         axis = t["best_on_tuner_axis"]["label"] if t["best_on_tuner_axis"] else "-"
         lo, hi = t["ratio_spread"]
         print(f"| {t['objective']} | {t['definition']['constraint']} | {t['best']['label']} | {axis} | {choices} | "

@@ -85,7 +85,7 @@ def test_smoke_one_point_one_probe() -> None:
     why = _netns_works()
     if why:
         pytest.skip(why)
-    from vftune.testbed.adapter import KnobSearch, SearchConfig
+    from vftune.testbed.adapter import KnobSearch, KnobSearchConfig
     from vftune.testbed.knob import NO_DEFERRAL, Knob
     from vftune.testbed.measure import LoadSpec, measure
     from vftune.testbed.netns import Testbed
@@ -98,11 +98,11 @@ def test_smoke_one_point_one_probe() -> None:
         point = measure(tb, Knob(1, 50_000), load)  # the one sweep point
         assert tb.xdp_packets() - before >= point.received > 0  # veth's NAPI path carried them
         assert point.lost == 0 and 0 < point.p50_us <= point.p99_us and point.cpu > 0
-        search = KnobSearch("efficiency", SearchConfig(baseline_probes=1))
+        search = KnobSearch("efficiency", KnobSearchConfig(baseline_probes=1))
         knob = search.ask()
         assert knob == NO_DEFERRAL  # cold start: the stock setting first
         probe = measure(tb, knob, load)  # the one tuner probe
-        search.tell(knob, probe.p99_us, probe.cpu)
+        search.tell(knob, probe.p99_us, probe.cpu, probe.rate)
         assert search.probes == 1 and search.ask() not in (None, NO_DEFERRAL)
     assert not names & _netns_names()  # removed on exit
 

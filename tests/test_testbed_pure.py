@@ -11,12 +11,20 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from vftune.testbed.adapter import NO_DEFERRAL_CODE, KnobSearch, SearchConfig, knob_for, run_search
+from vftune.agent.objective import Goal, Objective
+from vftune.testbed.adapter import (
+    NO_DEFERRAL_CODE,
+    KnobSearch,
+    KnobSearchConfig,
+    knob_for,
+    mode_variants,
+    run_search,
+)
 from vftune.testbed.bulk import parse_iperf3
 from vftune.testbed.knob import NO_DEFERRAL, Knob, sweep_grid
 from vftune.testbed.measure import Measurement, parse_client_output
 from vftune.testbed.netns import TestbedError
-from vftune.testbed.objective import INFEASIBLE_SCALE, Objective, best_point, make_objective
+from vftune.testbed.objective import INFEASIBLE_SCALE, Constrained, best_point, cpu_per_bit, make_objective
 from vftune.testbed.procstat import CpuTicks, ProcStatError, cpu_use, parse_proc_stat
 from vftune.testbed.run import _judge, _settle
 from vftune.testbed.stats import cv, percentile, rel_spread
@@ -118,7 +126,7 @@ def test_grid_holds_each_setting_once_with_no_deferral_in_both_modes() -> None:
 
 def test_efficiency_objective_prefers_low_cpu_inside_the_bound() -> None:
     obj = make_objective("efficiency", baseline_p99_us=200.0, baseline_cpu=0.3)
-    assert obj.p99_bound_us == 400.0
+    assert obj.objective is Objective.EFFICIENCY and obj.p99_bound_us == 400.0
     points = [("a", 200.0, 0.30), ("b", 390.0, 0.20), ("c", 900.0, 0.10)]
     assert best_point(obj, points) == "b"  # c is cheaper but breaks the bound
     assert obj.ratio(0.20, 0.25) == pytest.approx(0.8)
@@ -132,42 +140,77 @@ def test_latency_objective_keeps_cpu_in_budget() -> None:
     assert best_point(obj, [("fast", 150.0, 0.50)]) is None
 
 
-@given(st.floats(1, 1e5), st.floats(1e-3, 4), st.floats(1, 1e5), st.floats(1e-3, 4))
-def test_any_feasible_score_beats_any_infeasible(p1: float, c1: float, p2: float, c2: float) -> None:
-    for obj in (Objective("efficiency", p99_bound_us=500.0), Objective("latency", cpu_budget=0.5)):
-        ref = 0.5 if obj.name == "efficiency" else 500.0
-        s1, s2 = obj.search_score(p1, c1, ref), obj.search_score(p2, c2, ref)
+def test_the_objectives_are_the_agents_and_throughput_has_no_meaning_at_a_fixed_rate() -> None:
+    assert make_objective(Objective.LATENCY, 200.0, 0.3).objective is Objective.LATENCY
+    with pytest.raises(ValueError, match="fixed offered rate"):
+        make_objective("throughput", 200.0, 0.3)
+    with pytest.raises(ValueError, match="choose from"):
+        make_objective("fastest", 200.0, 0.3)
+
+
+@given(st.floats(1, 1e5), st.floats(1e-3, 4), st.floats(1, 1e5), st.floats(1e-3, 4), st.floats(100, 1e5))
+def test_any_feasible_throughput_beats_any_infeasible(p1: float, c1: float, p2: float, c2: float,
+                                                      rate: float) -> None:
+    for obj in (Constrained(Objective.EFFICIENCY, p99_bound_us=500.0), Constrained(Objective.LATENCY, cpu_budget=0.5)):
+        s1, s2 = obj.throughput(p1, c1, rate), obj.throughput(p2, c2, rate)
         f1, f2 = obj.feasible(p1, c1), obj.feasible(p2, c2)
-        if f1 and not f2:
+        # Feasible throughputs are at least 1e6/1e5 = 10/s here; infeasible ones at most 1e-3 of theirs.
+        if f1 and not f2 and (obj.objective is Objective.EFFICIENCY or p1 <= p2 * 100):
             assert s1 > s2
-        if not f1 and not f2 and obj.violation(p1, c1) < obj.violation(p2, c2):
+        if not f1 and not f2 and obj.objective is Objective.EFFICIENCY and obj.violation(p1, c1) < obj.violation(p2, c2):
             assert s1 > s2  # graded: less violation scores higher
         assert min(s1, s2) >= 0
-        if not f1:
-            assert s1 <= INFEASIBLE_SCALE
+
+
+def test_throughput_as_the_agent_reads_it() -> None:
+    eff = Constrained(Objective.EFFICIENCY, p99_bound_us=500.0)
+    assert eff.throughput(400.0, 0.2, 5000.0) == 5000.0  # every setting that keeps up delivers the rate
+    assert eff.throughput(1000.0, 0.2, 5000.0) == pytest.approx(5000.0 * INFEASIBLE_SCALE / 2.0)
+    lat = Constrained(Objective.LATENCY, cpu_budget=0.3)
+    assert lat.throughput(250.0, 0.2, 5000.0) == pytest.approx(4000.0)  # 1e6 / p99
+    assert lat.throughput(250.0, 0.6, 5000.0) == pytest.approx(4000.0 * INFEASIBLE_SCALE / 2.0)
+    assert lat.throughput(float("nan"), 0.2, 5000.0) == 0.0
+    assert cpu_per_bit(0.2, 5000.0, 64) == pytest.approx(0.2 / (5000.0 * 512))
+    assert cpu_per_bit(0.0, 5000.0, 64) is None
 
 
 def test_objective_rejects_bad_constraints() -> None:
     with pytest.raises(ValueError):
-        Objective("efficiency")
+        Constrained(Objective.EFFICIENCY)
     with pytest.raises(ValueError):
-        Objective("throughput", p99_bound_us=1.0)
+        Constrained(Objective.THROUGHPUT, p99_bound_us=1.0)
 
 
 # ---- the adapter against a synthetic system --------------------------------------------
 
 
-def _synthetic(knob: Knob, rng: random.Random, noise: float = 0.05) -> tuple[float, float]:
-    """A veth-like trade-off: p99 grows with the timeout, CPU falls and flattens."""
+def _synthetic(knob: Knob, rng: random.Random, noise: float = 0.05) -> tuple[float, float, float]:
+    """A veth-like trade-off: p99 grows with the timeout, CPU falls and flattens; threads and
+    GRO holding alone (defer 0) cost a little more."""
     us = knob.gro_ns / 1000.0
-    p99 = 250.0 + 1.6 * us
-    cpu = 0.30 - 0.10 * (1.0 - math.exp(-us / 80.0))
-    return p99 * rng.uniform(1 - noise, 1 + noise), cpu * rng.uniform(1 - noise / 3, 1 + noise / 3)
+    p99 = 250.0 + 1.6 * us + 30.0 * knob.threaded
+    cpu = 0.30 - 0.10 * (1.0 - math.exp(-us / 80.0)) + 0.02 * knob.threaded + 0.01 * (us > 0 and knob.defer == 0)
+    return (p99 * rng.uniform(1 - noise, 1 + noise), cpu * rng.uniform(1 - noise / 3, 1 + noise / 3),
+            5000.0 * rng.uniform(0.999, 1.001))
 
 
 def _true_best_efficiency(bound: float) -> float:
     us_max = (bound - 250.0) / 1.6
     return 0.30 - 0.10 * (1.0 - math.exp(-us_max / 80.0))
+
+
+def test_the_search_is_the_agents_with_the_goals_rules() -> None:
+    cfg = KnobSearchConfig()
+    for objective in (Objective.EFFICIENCY, Objective.LATENCY):
+        search = KnobSearch(objective.value)
+        # Built as SearchTuner builds it: the goal's rules over the operator's options.
+        expected = Goal(objective).search_config(cfg.tuner_options(objective).search_config())
+        assert search.search_config.plateau_margin == expected.plateau_margin
+        assert search.search_config.cpu_worth == expected.cpu_worth
+        assert search.search_config.max_interval_us == expected.max_interval_us
+        assert search.search_config.margin == cfg.margin(objective)
+    assert cfg.bracket(Objective.LATENCY)[0] == pytest.approx(Goal(Objective.LATENCY).floor_rate())  # 100 us
+    assert cfg.bracket(Objective.EFFICIENCY)[0] == pytest.approx(1e6 / cfg.max_gro_us)
 
 
 @pytest.mark.parametrize("seed", range(5))
@@ -176,7 +219,7 @@ def test_adapter_efficiency_lands_near_the_constrained_best(seed: int) -> None:
     search = KnobSearch("efficiency")
     choice = run_search(search, lambda k: _synthetic(k, rng))
     assert search.probes <= 12
-    p99, cpu = _synthetic(choice, random.Random(0), noise=0.0)
+    p99, cpu, _ = _synthetic(choice, random.Random(0), noise=0.0)
     assert p99 <= 500.0  # twice the no-deferral p99 of 250 us
     assert _true_best_efficiency(500.0) / cpu >= 0.9
     assert search.trace[0]["knob"] == NO_DEFERRAL.label  # cold start: the incumbent first
@@ -195,21 +238,37 @@ def test_adapter_latency_finds_the_edge(seed: int) -> None:
 
 def test_adapter_with_an_explicit_bound_and_infeasible_everywhere_but_the_edge() -> None:
     search = KnobSearch("efficiency", latency_bound_us=260.0)
-    choice = run_search(search, lambda k: (250.0 + 50.0 * (k.gro_ns > 0), 0.3 - 0.1 * (k.gro_ns > 0)))
+    choice = run_search(search, lambda k: (250.0 + 50.0 * (k.gro_ns > 0), 0.3 - 0.1 * (k.gro_ns > 0), 5000.0))
     assert choice == NO_DEFERRAL
+
+
+def test_adapter_reaches_a_mode_off_its_axis() -> None:
+    """Threaded NAPI is off the axis; when it is clearly better the modes stage finds it."""
+    def threads_win(knob: Knob) -> tuple[float, float, float]:
+        return (300.0 if knob.threaded else 400.0) + knob.gro_ns / 1000.0, 0.2, 5000.0
+
+    search = KnobSearch("latency")
+    choice = run_search(search, threads_win)
+    assert search.axis_choice == NO_DEFERRAL and choice == Knob(0, 0, True)
+    assert "beat" in search.outcome and search.probes <= 12
+
+
+def test_modes_of_a_choice() -> None:
+    assert mode_variants(NO_DEFERRAL) == [Knob(0, 0, True)]
+    assert mode_variants(Knob(1, 50_000)) == [Knob(1, 50_000, True), Knob(0, 50_000), Knob(0, 50_000, True)]
 
 
 def test_adapter_mapping_and_misuse() -> None:
     assert knob_for(NO_DEFERRAL_CODE) == NO_DEFERRAL
     assert knob_for(10_000) == Knob(1, 100_000)
-    search = KnobSearch("efficiency", SearchConfig(baseline_probes=1))
+    search = KnobSearch("efficiency", KnobSearchConfig(baseline_probes=1))
     with pytest.raises(ValueError):
-        search.tell(Knob(1, 50_000), 100.0, 0.2)  # the baseline must be no deferral
-    search.tell(NO_DEFERRAL, 200.0, 0.3)
+        search.tell(Knob(1, 50_000), 100.0, 0.2, 5000.0)  # the baseline must be no deferral
+    search.tell(NO_DEFERRAL, 200.0, 0.3, 5000.0)
     asked = search.ask()
     assert asked is not None and asked != NO_DEFERRAL
     with pytest.raises(ValueError):
-        search.tell(Knob(1, 1_000), 100.0, 0.2)  # not what was asked
+        search.tell(Knob(1, 1_000), 100.0, 0.2, 5000.0)  # not what was asked
 
 
 # ---- tool output parsers -----------------------------------------------------------------
@@ -242,7 +301,7 @@ def _m(knob: Knob, p99: float, cpu: float) -> Measurement:
 
 
 def test_judge_scores_side_by_side_and_zeroes_a_broken_constraint() -> None:
-    obj = Objective("efficiency", p99_bound_us=500.0)
+    obj = Constrained(Objective.EFFICIENCY, p99_bound_us=500.0)
     best, cheap, slow = Knob(1, 50_000), Knob(1, 100_000), Knob(1, 500_000)
     table = {best: (300.0, 0.20), cheap: (350.0, 0.25), slow: (900.0, 0.10)}
     search = KnobSearch("efficiency")
@@ -264,26 +323,38 @@ def test_settle_finds_the_first_steady_slice() -> None:
 
 
 def test_no_deferral_meets_the_constraints_it_defines() -> None:
-    obj = Objective("latency", cpu_budget=0.20)
+    obj = Constrained(Objective.LATENCY, cpu_budget=0.20)
     table = {NO_DEFERRAL: (300.0, 0.22), Knob(0, 20_000): (280.0, 0.19)}
     run = _judge(obj, 600.0, NO_DEFERRAL, Knob(0, 20_000), KnobSearch("latency"), 1.0,
                  lambda k: _m(k, *table[k]), 2)
     assert run.feasible and run.ratio_to_best == pytest.approx(280.0 / 300.0)
-    explicit = _judge(Objective("efficiency", p99_bound_us=250.0), 250.0, NO_DEFERRAL, Knob(0, 20_000),
+    explicit = _judge(Constrained(Objective.EFFICIENCY, p99_bound_us=250.0), 250.0, NO_DEFERRAL, Knob(0, 20_000),
                       KnobSearch("efficiency"), 1.0, lambda k: _m(k, *table[k]), 2, explicit_bound=True)
     assert not explicit.feasible and explicit.ratio_to_best == 0.0
 
 
-def test_adapter_reverts_a_choice_that_only_won_against_a_costly_baseline() -> None:
+def test_one_costly_baseline_window_does_not_make_deferral_look_cheaper() -> None:
     calls = []
 
-    def drifting(knob: Knob) -> tuple[float, float]:
+    def costly_first(knob: Knob) -> tuple[float, float, float]:
         calls.append(knob)
-        busy_minute = len(calls) <= 2  # the baseline is taken while the machine is expensive
-        cpu = 0.40 if busy_minute else (0.20 if knob == NO_DEFERRAL else 0.22)
-        return 250.0 + knob.gro_ns / 2000.0, cpu
+        cpu = 0.40 if len(calls) == 1 else (0.20 if knob == NO_DEFERRAL else 0.22)
+        return 250.0 + knob.gro_ns / 2000.0, cpu, 5000.0
 
     search = KnobSearch("efficiency")
-    assert run_search(search, drifting) == NO_DEFERRAL
-    assert calls[-2:][0] == NO_DEFERRAL and calls[-1] != NO_DEFERRAL  # side by side at the end
-    assert "reverted" in search.outcome and search.probes <= 12
+    assert run_search(search, costly_first) == NO_DEFERRAL  # the better baseline window is the incumbent's
+    assert calls[:2] == [NO_DEFERRAL, NO_DEFERRAL] and search.probes <= 12
+    assert "CPU per bit" in search.outcome  # the agent's CPU rule kept the incumbent
+
+
+def test_a_mode_that_wins_one_window_only_is_not_taken() -> None:
+    seen: dict[Knob, int] = {}
+
+    def lucky_once(knob: Knob) -> tuple[float, float, float]:
+        seen[knob] = seen.get(knob, 0) + 1
+        lucky = knob == Knob(0, 0, True) and seen[knob] == 1
+        return (300.0 if lucky else 400.0) + knob.gro_ns / 1000.0, 0.2, 5000.0
+
+    search = KnobSearch("latency")
+    assert run_search(search, lucky_once) == NO_DEFERRAL
+    assert seen[Knob(0, 0, True)] == 2 and "none beat" in search.outcome  # confirmed, and it lost

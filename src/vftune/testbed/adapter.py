@@ -1,58 +1,85 @@
-"""The one place the testbed meets the tuner: vftune's ask/tell search on the deferral knob.
+"""The one place the testbed meets the tuner: the agent's search and objectives on the deferral knob.
 
-The agent's search (agent.itr_search.ItrSearch) maximises a score over an interrupt rate,
-searching its logarithm. Deferral maps onto that axis directly: gro_flush_timeout is an
-interval, like an ITR interval, so the axis is the flush rate 1e6 / gro_flush_timeout_us per
-second, with napi_defer_hard_irqs = 1. "No deferral" (the stock setting a host has before the
-tuner runs) is the search's incumbent: measured first, and kept unless a deferral setting
-scores at least as well; that is how the search can answer the edge of the range.
+The search is the agent's (agent.itr_search.ItrSearch) and so are its decision rules: the
+SearchConfig comes from ``Goal(objective).search_config(TunerOptions(...).search_config())``,
+exactly as agent.tuner.SearchTuner builds it for a VF, and a goal that bounds the added delay
+(latency: 100 us) raises the bracket's floor as it does there. What the testbed sets is what a
+host's operator would set in TunerOptions (the noise margin of the measured quantity, the probe
+budget) and what the knob is physically:
 
-The score comes from the objective (objective.Objective.search_score): reference value over
-measured value when the constraint holds, a small graded number when it does not. The
-reference and the constraint's default come from the incumbent, measured cold at the start,
-exactly as the agent would see a host: nothing from the sweep is used.
-
-When the tuner gains objectives of its own, this module is the only thing to change.
+* the axis: gro_flush_timeout is an interval, like an ITR interval, so the search's rate is the
+  flush rate 1e6 / gro_flush_timeout_us per second, with napi_defer_hard_irqs = 1, in whole
+  microseconds (the knob's steps, as quantize_itr gives the 82599's). "No deferral" (the stock
+  setting a host has before the tuner runs) is the search's incumbent, above the axis's top, so
+  the agent's do-no-harm rule answers the edge of the range;
+* the constraint (objective.Constrained): measured from the incumbent at the start, exactly as
+  the agent would see a host (nothing from the sweep), and held ``guard`` inside its limit;
+* the modes: defer 0 (GRO holding only) and threaded NAPI are not on the axis, and the agent has
+  no rule for them. Once the axis search has chosen, each other (defer, threaded) combination at
+  the chosen timeout is measured while the budget lasts, and one replaces the axis's choice only
+  by the search's own criteria: more throughput than the noise margin, or the same throughput
+  within the harm margin for less CPU per bit by more than the noise margin, and, as the search
+  confirms its own choice, again on a second window (worst throughput, mean CPU per bit).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from vftune.agent import itr_search
 from vftune.agent.itr_search import ItrSearch
+from vftune.agent.objective import Goal, Objective
+from vftune.agent.tuner import TunerOptions
 from vftune.testbed.knob import NO_DEFERRAL, Knob
-from vftune.testbed.objective import Objective, make_objective
+from vftune.testbed.objective import Constrained, cpu_per_bit, make_objective, parse_objective
 
 NO_DEFERRAL_CODE = 1_000_000  # the incumbent's place on the axis: a 1-us flush, i.e. none
 
+Sample = tuple[float, float, float]  # p99 us, cpu cores, delivered requests/s
+
 
 @dataclass(frozen=True)
-class SearchConfig:
+class KnobSearchConfig:
     min_gro_us: int = 5
     max_gro_us: int = 500
-    max_probes: int = 12  # the incumbent's baseline probes included
-    baseline_probes: int = 2  # no-deferral measured this often before the search (noisy p99)
-    # A deferral choice is measured once more right after the incumbent, side by side, and kept
-    # only if it still beats it: the machine's load drifts over a search, and a baseline taken
-    # in a costly minute made a mediocre setting look 70% better in a real run.
-    verify: bool = True
-    # Differences inside these are noise (relative, on the score). Measured on the testbed
-    # under other builds: CPU of the testbed's tasks varies ~14% between repeats, a window's
-    # p99 ~50%, so the p99-scored objective needs the wider margin.
+    max_probes: int = 12  # all of them: the incumbent's baseline, the axis search, the modes
+    baseline_probes: int = 2  # no deferral measured this often before the search (noisy p99)
+    mode_probes: int = 3  # kept back from the axis search: one per mode of a deferral choice
+    # TunerOptions' noise margin, per objective: what the objective's measured quantity varies by
+    # between repeats on the testbed (CPU of the testbed's tasks ~10-14%, a window's p99 ~20-50%).
     cpu_margin: float = 0.10
     p99_margin: float = 0.20
-    harm_margin: float = 0.02  # a result this much worse than the incumbent keeps the incumbent
-    rel_tolerance: float = 0.5  # stop when the bracket's high/low is within 1 + this
-    guard: float = 0.15  # the tuner holds its constraint this much inside the limit
+    rel_tolerance: float = 0.5  # TunerOptions: stop when the bracket's high/low is within 1 + this
+    guard: float = 0.15  # efficiency: the tuner holds the p99 bound this much inside the limit
+    request_bytes: int = 64  # for CPU per bit
 
     def __post_init__(self) -> None:
         if not 0 < self.min_gro_us < self.max_gro_us:
             raise ValueError(f"need 0 < min_gro_us < max_gro_us, got {self.min_gro_us}, {self.max_gro_us}")
-        if not 1 <= self.baseline_probes <= self.max_probes - 5:
-            raise ValueError(f"baseline_probes must be 1..max_probes-5, got {self.baseline_probes}")
+        if not 1 <= self.baseline_probes <= self.max_probes - self.mode_probes - 3:
+            raise ValueError(f"baseline_probes must be 1..max_probes-mode_probes-3, got {self.baseline_probes}")
+
+    def margin(self, objective: Objective) -> float:
+        return self.cpu_margin if objective is Objective.EFFICIENCY else self.p99_margin
+
+    def tuner_options(self, objective: Objective) -> TunerOptions:
+        """The options an operator would give the agent on this host."""
+        return TunerOptions(margin=self.margin(objective), rel_tolerance=self.rel_tolerance, quantize=False,
+                            max_probes=self.max_probes - self.baseline_probes - self.mode_probes)
+
+    def search_config(self, objective: Objective) -> itr_search.SearchConfig:
+        """The agent's SearchConfig for this objective, built as SearchTuner builds it, on this axis."""
+        cfg = Goal(objective).search_config(self.tuner_options(objective).search_config())
+        return replace(cfg, quantize=_quantize)
+
+    def bracket(self, objective: Objective) -> tuple[float, float]:
+        low, high = 1e6 / self.max_gro_us, 1e6 / self.min_gro_us
+        goal = Goal(objective)
+        if goal.bounds_delay:  # a bound on the added delay is a hard floor, as in SearchTuner
+            low = max(low, math.ceil(goal.floor_rate()))
+        return low, high
 
 
 def knob_for(code: int) -> Knob:
@@ -67,22 +94,39 @@ def _quantize(rate: float) -> float:
     return 1e6 / max(1, round(1e6 / rate))
 
 
-class KnobSearch:
-    """Ask for a knob, tell a measurement (p99 us, cpu cores); ``choice`` once done.
+def mode_variants(choice: Knob) -> list[Knob]:
+    """The settings off the axis next to the axis's choice: threaded flipped first (the sweep's
+    other half), then defer 0 at the same timeout, with and without threads."""
+    if choice.no_deferral:
+        return [Knob(0, 0, not choice.threaded)]
+    return [Knob(choice.defer, choice.gro_ns, not choice.threaded), Knob(0, choice.gro_ns, choice.threaded),
+            Knob(0, choice.gro_ns, not choice.threaded)]
 
-    ``objective_name`` with ``latency_bound_us`` (efficiency only; default twice the incumbent's
-    p99) or a CPU budget (latency; default the incumbent's CPU plus the noise margin).
+
+class KnobSearch:
+    """Ask for a knob, tell a measurement (p99 us, cpu cores, delivered requests/s); ``choice``
+    once done.
+
+    ``objective`` with ``latency_bound_us`` (efficiency only; default twice the incumbent's p99)
+    or a CPU budget (latency; default the incumbent's CPU plus the noise margin).
     """
 
-    def __init__(self, objective_name: str, cfg: SearchConfig = SearchConfig(),
+    def __init__(self, objective: str | Objective, cfg: KnobSearchConfig = KnobSearchConfig(),
                  latency_bound_us: float | None = None) -> None:
         self.cfg = cfg
-        self.objective_name = objective_name
+        self.goal_objective = parse_objective(objective)
+        self.objective_name = self.goal_objective.value
         self.latency_bound_us = latency_bound_us
-        self.objective: Objective | None = None  # known after the baseline
-        self._baseline: list[tuple[float, float]] = []
+        self.objective: Constrained | None = None  # known after the baseline
+        self._inner: Constrained | None = None  # the same, held `guard` inside (what the search sees)
+        self.search_config = cfg.search_config(self.goal_objective)
+        self._baseline: list[Sample] = []
         self._search: ItrSearch | None = None
-        self._verified: dict[Knob, tuple[float, float]] = {}
+        self._axis_choice: Knob | None = None
+        self._modes: list[Knob] = []
+        self._mode_samples: dict[Knob, list[tuple[float, float | None]]] = {}
+        self._modes_judged: set[Knob] = set()
+        self._mode_best: tuple[Knob, float, float | None] = (NO_DEFERRAL, 0.0, None)  # set with the modes
         self._final: Knob | None = None
         self._verdict = ""
         self.trace: list[dict[str, object]] = []
@@ -97,35 +141,36 @@ class KnobSearch:
             return knob_for(code)
         if self._final is not None:
             return None
-        pending = self._verify_pending()
+        pending = self._mode_pending()
         if pending is None:
-            self._final = self._search_choice()
+            self._decide_modes()
             return None
         return pending
 
-    def tell(self, knob: Knob, p99_us: float, cpu: float) -> None:
+    def tell(self, knob: Knob, p99_us: float, cpu: float, rate: float) -> None:
         if self._search is None:
             if knob != NO_DEFERRAL:
                 raise ValueError(f"baseline probe must be no deferral, got {knob.label}")
-            self._baseline.append((p99_us, cpu))
-            self.trace.append({"knob": knob.label, "p99_us": p99_us, "cpu": cpu, "score": 1.0})
+            self._baseline.append((p99_us, cpu, rate))
+            self.trace.append({"knob": knob.label, "p99_us": p99_us, "cpu": cpu, "rate": rate, "phase": "baseline"})
             if len(self._baseline) >= self.cfg.baseline_probes:
                 self._start_search()
             return
         code = self._search.ask()
+        tp, cpb = self._throughput(p99_us, cpu, rate), cpu_per_bit(cpu, rate, self.cfg.request_bytes)
         if code is None:
-            if knob != self._verify_pending():
+            if knob != self._mode_pending():
                 raise ValueError(f"tell({knob.label}) does not match the probe asked")
-            self._verified[knob] = (p99_us, cpu)
-            self.trace.append({"knob": knob.label, "p99_us": p99_us, "cpu": cpu, "phase": "verify"})
-            if self._verify_pending() is None:
-                self._decide()
+            self._mode_samples.setdefault(knob, []).append((tp, cpb))
+            self.trace.append({"knob": knob.label, "p99_us": p99_us, "cpu": cpu, "rate": rate,
+                               "throughput": round(tp, 3), "phase": "mode"})
+            self._judge_mode(knob)
             return
         if knob != knob_for(code):
             raise ValueError(f"tell({knob.label}) does not match the probe asked")
-        score = self._score(p99_us, cpu)
-        self.trace.append({"knob": knob.label, "p99_us": p99_us, "cpu": cpu, "score": round(score, 4)})
-        self._search.tell(code, score)
+        self.trace.append({"knob": knob.label, "p99_us": p99_us, "cpu": cpu, "rate": rate,
+                           "throughput": round(tp, 3), "phase": self._search.phase})
+        self._search.tell(code, tp, cpb)
 
     @property
     def converged(self) -> bool:
@@ -139,7 +184,12 @@ class KnobSearch:
     def choice(self) -> Knob:
         if self._final is not None:
             return self._final
-        return self._search_choice()
+        return self._axis_now()
+
+    @property
+    def axis_choice(self) -> Knob | None:
+        """What the agent's search chose on its axis (None until it has converged)."""
+        return self._axis_choice
 
     @property
     def outcome(self) -> str:
@@ -150,76 +200,107 @@ class KnobSearch:
     # ---- internals --------------------------------------------------------------------
 
     def _start_search(self) -> None:
-        # The lowest p99 and CPU the baseline showed: a hiccup in one window must not loosen
-        # the bound the tuner then holds.
-        p99 = min(p for p, _ in self._baseline)
-        cpu = min(c for _, c in self._baseline)
-        self._ref_p99, self._ref_cpu = p99, cpu
-        margin = self.cfg.cpu_margin if self.objective_name == "efficiency" else self.cfg.p99_margin
-        self.objective = make_objective(self.objective_name, p99, cpu, cpu_noise=self.cfg.cpu_margin,
+        # The better of the baseline windows, for the constraint and for the incumbent: a hiccup
+        # in one window must neither loosen the bound nor make every setting look better than
+        # the stock one (a costly first minute once made a mediocre timeout look 71% better).
+        p99 = min(p for p, _, _ in self._baseline)
+        cpu = min(c for _, c, _ in self._baseline)
+        rate = max(r for _, _, r in self._baseline)
+        # Latency's CPU budget allows the CPU's own noise margin over the incumbent's CPU.
+        self.objective = make_objective(self.goal_objective, p99, cpu, cpu_noise=self.cfg.cpu_margin,
                                         latency_bound_us=self.latency_bound_us)
         # The tuner's own constraint sits `guard` inside the limit: its final choice is judged
         # on fresh windows whose p99 can land above what the search saw.
-        if self.objective.name == "efficiency":
+        if self.objective.objective is Objective.EFFICIENCY:
             assert self.objective.p99_bound_us is not None
-            self._inner = Objective("efficiency", p99_bound_us=self.objective.p99_bound_us * (1.0 - self.cfg.guard))
+            self._inner = replace(self.objective, p99_bound_us=self.objective.p99_bound_us * (1.0 - self.cfg.guard))
         else:
             self._inner = self.objective
-        low = 1e6 / self.cfg.max_gro_us
-        high = 1e6 / self.cfg.min_gro_us
+        low, high = self.cfg.bracket(self.goal_objective)
         self._search = ItrSearch(
-            low, high, tolerance=1.0,
-            config=itr_search.SearchConfig(
-                rel_tolerance=self.cfg.rel_tolerance, margin=margin, plateau_margin=margin / 2,
-                harm_margin=self.cfg.harm_margin, max_interval_us=float(self.cfg.max_gro_us),
-                max_probes=self.cfg.max_probes - len(self._baseline) - (2 if self.cfg.verify else 0),
-                quantize=_quantize, max_edge_probes=1,
-            ),
-            incumbent=NO_DEFERRAL_CODE, incumbent_throughput=1.0,
+            low, high, config=self.search_config, incumbent=NO_DEFERRAL_CODE,
+            incumbent_throughput=self._throughput(p99, cpu, rate),
+            incumbent_cpu_per_bit=cpu_per_bit(cpu, rate, self.cfg.request_bytes),
         )
 
-    def _search_choice(self) -> Knob:
+    def _throughput(self, p99_us: float, cpu: float, rate: float) -> float:
+        assert self._inner is not None
+        return self._inner.throughput(p99_us, cpu, rate)
+
+    def _axis_now(self) -> Knob:
         best = self._search.best if self._search is not None else None
         return NO_DEFERRAL if best is None else knob_for(best)
 
-    def _verify_pending(self) -> Knob | None:
-        """The next side-by-side probe (incumbent, then the choice), or None when none is due."""
-        candidate = self._search_choice()
-        if not self.cfg.verify or candidate == NO_DEFERRAL or self._final is not None:
+    def _budget_left(self) -> int:
+        return self.cfg.max_probes - self.probes
+
+    def _mode_pending(self) -> Knob | None:
+        """The next mode to measure (a new one, or a winner's confirmation), or None when all are
+        judged or the budget is spent."""
+        if self._axis_choice is None:
+            self._axis_choice = self._axis_now()
+            self._modes = mode_variants(self._axis_choice)
+            self._mode_best = (self._axis_choice, *self._axis_result())
+        if self._final is not None:
             return None
-        for knob in (NO_DEFERRAL, candidate):
-            if knob not in self._verified:
-                return knob
+        for knob in self._modes:
+            if knob not in self._modes_judged:
+                return knob if self._budget_left() > 0 else None
         return None
 
-    def _decide(self) -> None:
-        candidate = self._search_choice()
-        inc_p99, inc_cpu = self._verified[NO_DEFERRAL]
-        c_p99, c_cpu = self._verified[candidate]
-        # The constraint here is the objective's own, not the search's guarded one: the guard kept
-        # the search away from the edge; this one window only has to show the edge holds.
-        assert self.objective is not None
-        reference = inc_cpu if self.objective.name == "efficiency" else inc_p99
-        fresh = self.objective.search_score(c_p99, c_cpu, reference)  # 1.0 = as good as the incumbent now
-        if fresh >= 1.0 + self.cfg.harm_margin:
-            self._final = candidate
-            self._verdict = f"verified side by side: {fresh:.2f}x the incumbent"
+    def _axis_result(self) -> tuple[float, float | None]:
+        """The axis choice as the search credits it: its score and its CPU per bit."""
+        assert self._search is not None and self._axis_choice is not None
+        code = self._search.best
+        assert code is not None
+        if code in self._search.scores():
+            return self._search.score(code), self._search.cpu_per_bit(code)
+        assert self._search.incumbent_throughput is not None
+        return self._search.incumbent_throughput, self._search.cpu_per_bit(code)
+
+    def _judge_mode(self, knob: Knob) -> None:
+        """A mode beats the best so far by the search's margins: more throughput than the noise
+        margin, or the same within the harm margin at a CPU per bit lower by more than the noise
+        margin. Like the search's own choice, a winner is measured again and judged by its
+        worst throughput and mean CPU per bit; without the budget for that it is not taken."""
+        assert self._search is not None
+        cfg = self._search.config
+        samples = self._mode_samples[knob]
+        tp = min(t for t, _ in samples)
+        cpbs = [c for _, c in samples if c is not None]
+        cpb = sum(cpbs) / len(cpbs) if cpbs else None
+        _best, best_tp, best_cpb = self._mode_best
+        better = tp > best_tp * (1.0 + cfg.margin)
+        cheaper = (tp >= best_tp * (1.0 - cfg.harm_margin) and cpb is not None and best_cpb is not None
+                   and cpb < best_cpb * (1.0 - cfg.margin))
+        if not (better or cheaper):
+            self._modes_judged.add(knob)
+        elif len(samples) >= 2:
+            self._mode_best = (knob, tp, cpb)
+            self._modes_judged.add(knob)
+        elif self._budget_left() <= 0:
+            self._modes_judged.add(knob)  # a winner on one window only: not taken
+
+    def _decide_modes(self) -> None:
+        assert self._axis_choice is not None
+        best = self._mode_best[0]
+        self._final = best
+        tried = sum(1 for k in self._modes if k in self._mode_samples)
+        if best != self._axis_choice:
+            self._verdict = f"mode {best.label} beat the axis's {self._axis_choice.label}, confirmed"
+        elif tried:
+            self._verdict = f"{tried} mode(s) tried, none beat {self._axis_choice.label} twice"
         else:
-            self._final = NO_DEFERRAL
-            self._verdict = f"reverted to no deferral: side by side only {fresh:.2f}x the incumbent"
-
-    def _score(self, p99_us: float, cpu: float) -> float:
-        reference = self._ref_cpu if self._inner.name == "efficiency" else self._ref_p99
-        return self._inner.search_score(p99_us, cpu, reference)
+            self._verdict = "no budget left for the modes"
 
 
-def run_search(search: KnobSearch, measure: Callable[[Knob], tuple[float, float]]) -> Knob:
-    """Drive a search to convergence with ``measure(knob) -> (p99_us, cpu)``."""
+def run_search(search: KnobSearch, measure: Callable[[Knob], Sample]) -> Knob:
+    """Drive a search to convergence with ``measure(knob) -> (p99_us, cpu, rate)``."""
     while True:
         knob = search.ask()
         if knob is None:
             return search.choice
-        p99, cpu = measure(knob)
-        if not (math.isfinite(p99) and math.isfinite(cpu)):
-            raise ValueError(f"measurement at {knob.label} is not finite: p99={p99}, cpu={cpu}")
-        search.tell(knob, p99, cpu)
+        p99, cpu, rate = measure(knob)
+        if not (math.isfinite(p99) and math.isfinite(cpu) and math.isfinite(rate)):
+            raise ValueError(f"measurement at {knob.label} is not finite: p99={p99}, cpu={cpu}, rate={rate}")
+        search.tell(knob, p99, cpu, rate)

@@ -15,22 +15,26 @@ Order of a run:
 
 from __future__ import annotations
 
+import math
 import random
 import statistics
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
-from vftune.testbed.adapter import KnobSearch, SearchConfig, run_search
+from vftune.testbed.adapter import KnobSearch, KnobSearchConfig, run_search
 from vftune.testbed.bulk import bulk, iperf3_available
 from vftune.testbed.knob import GRO_GRID_US, NO_DEFERRAL, Knob, sweep_grid
 from vftune.testbed.measure import LoadSpec, Measurement, measure
 from vftune.testbed.netns import Testbed, TestbedError
-from vftune.testbed.objective import Objective, best_point, make_objective
+from vftune.testbed.objective import Constrained, best_point, make_objective
 from vftune.testbed.stats import cv, rel_spread
 
 TARGET_RATIO = 0.90
 TARGET_PROBES = 12
+REACH = ("the agent's search: gro_flush_timeout with defer 1, no deferral as its incumbent; then, while the "
+         "probe budget lasts, the other (defer, threaded) combinations at the chosen timeout "
+         "(threaded no deferral when no deferral was chosen)")
 
 Progress = Callable[[str], None]
 
@@ -47,7 +51,7 @@ class RunConfig:
     threaded: bool = True  # sweep threaded NAPI too
     bulk_s: float = 3.0  # 0 = no bulk
     seed: int = 0
-    search: SearchConfig = field(default_factory=SearchConfig)
+    search: KnobSearchConfig = field(default_factory=KnobSearchConfig)
 
 
 @dataclass
@@ -202,6 +206,7 @@ class TunerRun:
     """One cold-start search and its side-by-side judgement against the sweep's best."""
 
     choice: Knob
+    axis_choice: Knob | None  # what the agent's search chose on its axis, before the modes
     ratio_to_best: float  # 0 when the choice breaks the objective's constraint
     ratio_measured: float
     ratio_lo: float
@@ -216,7 +221,9 @@ class TunerRun:
     trace: list[dict[str, object]]
 
     def as_dict(self) -> dict[str, object]:
-        return {"choice": self.choice.as_dict(), "ratio_to_best": round(self.ratio_to_best, 3),
+        return {"choice": self.choice.as_dict(),
+                "axis_choice": self.axis_choice.as_dict() if self.axis_choice else None,
+                "ratio_to_best": round(self.ratio_to_best, 3),
                 "ratio_measured": round(self.ratio_measured, 3), "ratio_spread": [self.ratio_lo, self.ratio_hi],
                 "choice_p99_us": round(self.choice_p99_us, 1), "choice_cpu": round(self.choice_cpu, 4),
                 "feasible": self.feasible, "within_bound": self.within_bound, "probes": self.probes,
@@ -225,11 +232,12 @@ class TunerRun:
 
 @dataclass(frozen=True)
 class TunerSummary:
-    objective: Objective
+    objective: Constrained
     bound_us: float
     best: Knob
     best_on_axis: Knob | None
     runs: list[TunerRun]
+    agent_config: dict[str, object] = field(default_factory=dict)
 
     @property
     def worst(self) -> TunerRun:
@@ -243,6 +251,8 @@ class TunerSummary:
             "latency_bound_us": round(self.bound_us, 1),
             "best": self.best.as_dict(),
             "best_on_tuner_axis": self.best_on_axis.as_dict() if self.best_on_axis else None,
+            "reach": REACH,
+            "agent_search_config": self.agent_config,
             "choice": worst.choice.as_dict(),
             "ratio_to_best": round(worst.ratio_to_best, 3),  # the worst run's: the target holds for all
             "ratio_spread": [min(r.ratio_lo for r in self.runs), max(r.ratio_hi for r in self.runs)],
@@ -266,14 +276,14 @@ def _tune(name: str, cfg: RunConfig, sweep: list[Point], points: dict[Knob, Poin
     progress(f"{name}: minimise {obj.minimises} with {obj.constraint}; sweep best {best.label}")
     runs = []
     for r in range(cfg.runs):
-        search = KnobSearch(name, cfg.search, cfg.latency_bound_us)
+        search = KnobSearch(name, replace(cfg.search, request_bytes=cfg.load.size), cfg.latency_bound_us)
         t0 = time.monotonic()
 
-        def tuner_probe(knob: Knob, search: KnobSearch = search, r: int = r) -> tuple[float, float]:
+        def tuner_probe(knob: Knob, search: KnobSearch = search, r: int = r) -> tuple[float, float, float]:
             m = probe(knob)
-            progress(f"{name} run {r + 1} probe {search.probes + 1:2d} {knob.label:24s} "
+            progress(f"{name} run {r + 1} probe {search.probes + 1:2d} {knob.label:28s} "
                      f"p99 {m.p99_us:7.1f} us cpu {m.cpu:.3f}")
-            return m.p99_us, m.cpu
+            return m.p99_us, m.cpu, m.rate
 
         choice = run_search(search, tuner_probe)
         run = _judge(obj, bound, choice, best, search, time.monotonic() - t0, probe, cfg.eval_rounds,
@@ -281,10 +291,13 @@ def _tune(name: str, cfg: RunConfig, sweep: list[Point], points: dict[Knob, Poin
         runs.append(run)
         progress(f"{name} run {r + 1}: {choice.label}, ratio {run.ratio_to_best:.3f} "
                  f"({run.probes} probes, {run.converge_s:.0f} s; {search.outcome})")
-    return TunerSummary(obj, bound, best, axis_best if isinstance(axis_best, Knob) else None, runs)
+    agent_cfg = {k: ("inf" if isinstance(v, float) and math.isinf(v) else v)  # JSON has no infinity
+                 for k, v in asdict(cfg.search.search_config(obj.objective)).items() if k != "quantize"}
+    agent_cfg["bracket_per_s"] = [round(x) for x in cfg.search.bracket(obj.objective)]
+    return TunerSummary(obj, bound, best, axis_best if isinstance(axis_best, Knob) else None, runs, agent_cfg)
 
 
-def _judge(obj: Objective, bound: float, choice: Knob, best: Knob, search: KnobSearch, converge_s: float,
+def _judge(obj: Constrained, bound: float, choice: Knob, best: Knob, search: KnobSearch, converge_s: float,
            probe: Callable[[Knob], Measurement], rounds: int, explicit_bound: bool = False) -> TunerRun:
     """Measure the choice and the sweep's best side by side, alternating, and score the choice."""
     mine: list[Measurement] = []
@@ -304,7 +317,7 @@ def _judge(obj: Objective, bound: float, choice: Knob, best: Knob, search: KnobS
     by_definition = choice == NO_DEFERRAL and not explicit_bound
     feasible = by_definition or obj.feasible(c_p99, c_cpu)
     return TunerRun(
-        choice=choice, ratio_to_best=measured if feasible else 0.0, ratio_measured=measured,
+        choice=choice, axis_choice=search.axis_choice, ratio_to_best=measured if feasible else 0.0, ratio_measured=measured,
         ratio_lo=1.0 if same else round(min(per_round), 3), ratio_hi=1.0 if same else round(max(per_round), 3),
         choice_p99_us=c_p99, choice_cpu=c_cpu, feasible=feasible, within_bound=by_definition or c_p99 <= bound,
         probes=search.probes, converge_s=converge_s, outcome=search.outcome, trace=search.trace)
