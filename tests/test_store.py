@@ -135,3 +135,102 @@ def test_retention_covers_events_and_decisions_and_the_size_cap_drops_oldest_fir
     assert capped.count("decisions") + capped.count("guest_events") + capped.count("samples_1m") < 360 + 360 + 50
     assert max(r["t"] for r in capped.samples("0000:03:10.0", 0, 1e9, 1000)) == 7190
     assert max(d["t"] for d in capped.decisions(None, 0, 1e9, 1000)) == 7190
+
+
+def _old_schema_file(path, version: int = 5) -> None:
+    """A history file as the previous vftune left it: its migrations (append-only, so these are
+    exactly the DDL it ran), with rows in its layout: PCI text on every row, rowid tables."""
+    from vftune.store import db as dbmod
+
+    con = sqlite3.connect(path)
+    con.executescript("".join(dbmod.MIGRATIONS[:version]) + f"\nPRAGMA user_version = {version};")
+    for t in range(100, 400):
+        con.execute("INSERT INTO samples VALUES (?, '0000:03:10.0', 1.0, 1000.5, ?, 10.0, 1e5, 20000.0, 20000, 0.5, 1)",
+                    (t + 0.25, 1e9 + t))
+    con.execute("INSERT INTO samples VALUES (300.25, '0000:03:10.0', 1.0, 1.0, 2.0, 3.0, 4.0, NULL, 0, NULL, 0)")
+    con.execute("INSERT INTO samples_1m VALUES (60, '0000:03:10.0', 60.0, 1.0, 2.0, 3.0, 4.0, NULL, 8000, NULL, 1, 59.5)")
+    con.execute("INSERT INTO pf_samples VALUES (100.0, 'enp3s0f0', 1.0, 5.0, 50.0, 'napi')")
+    for n in range(5):
+        con.execute("INSERT INTO decisions (t, target, setting, old, requested, applied, ok, reason)"
+                    " VALUES (?, '0000:03:10.0', 'itr', '0', '20000', '20000', 1, ?)", (100.0 + n, f"probe {n}"))
+    con.execute("DELETE FROM decisions WHERE reason = 'probe 4'")  # the sequence stays at 5
+    con.commit()
+    con.close()
+
+
+def test_a_file_of_the_previous_schema_is_converted_at_open_and_serves_the_same_history(tmp_path):
+    path = tmp_path / "old.db"
+    _old_schema_file(path)
+    store = Store(path)
+    assert store.schema_version == SCHEMA_VERSION
+    rows = store.samples("0000:03:10.0", 0, 1e9, 1000)
+    # 300 raw rows (the duplicate time kept once: the later row), then the one minute row first.
+    assert len(rows) == 301 and rows[0]["t"] == 60 and rows[0]["itr"] == 8000 and rows[0]["interrupts_per_s"] is None
+    assert rows[1]["t"] == 100.25 and rows[1]["rx_bps"] == 1e9 + 100 and rows[1]["fresh"] is True
+    assert [d["id"] for d in store.decisions("0000:03:10.0", 0, 1e9, 10)] == [1, 2, 3, 4]
+    assert [d["target"] for d in store.decisions(None, 0, 1e9, 10)] == ["0000:03:10.0"] * 4
+    store.record_decisions([Decision(500.0, "0000:03:10.0", "itr", 1, 2, 2, True, "after")])
+    assert store.decisions(None, 0, 1e9, 10)[-1]["id"] == 6, "ids keep growing past the old sequence"
+    from vftune.store.series import pf_series, vf_series
+
+    assert vf_series(store, 0, 1e9, 60)["0000:03:10.0"][-1]["t"] == 399.25
+    assert pf_series(store, 0, 1e9, 60)["enp3s0f0"][0]["rx_pps"] == 5.0
+    # The old tables and their indexes are gone, the space is reusable.
+    names = {r[0] for r in sqlite3.connect(path).execute("SELECT name FROM sqlite_schema")}
+    assert not {"samples_t", "samples_pci_t", "decisions_target_t", "samples_1m_pci_t"} & names
+
+
+def test_decision_ids_never_go_back_even_when_retention_removed_every_row(tmp_path):
+    from vftune.store.db import Retention
+
+    store = Store(tmp_path / "h.db", Retention(rollup_s=100, budget_s=5.0))
+    store.record_decisions([Decision(float(t), "enp3s0f0", "mode", "napi", "de", "de", True, "r") for t in range(3)])
+    store.maintain(1000.0)
+    assert store.count("decisions") == 0
+    store.record_decisions([Decision(1000.0, "enp3s0f0", "mode", "de", "napi", "napi", True, "r")])
+    assert [d["id"] for d in store.decisions(None, 0, 1e9, 10)] == [4]
+
+
+def test_two_samples_of_a_vf_at_the_same_time_keep_the_later_one(tmp_path):
+    store = Store(tmp_path / "h.db")
+    store.record_tick(5.0, [_sample("0000:03:10.0", 5.0, rx_bps=1.0)], [], [])
+    store.record_tick(5.0, [_sample("0000:03:10.0", 5.0, rx_bps=2.0)], [], [])
+    assert [r["rx_bps"] for r in store.samples("0000:03:10.0", 0, 10, 10)] == [2.0]
+
+
+def _plans(store: Store, run) -> dict[str, list[str]]:
+    """EXPLAIN QUERY PLAN of every statement `run` makes the store execute on its connection."""
+    seen: list[str] = []
+    store._db.set_trace_callback(seen.append)
+    try:
+        run()
+    finally:
+        store._db.set_trace_callback(None)
+    return {sql: [r[3] for r in store._db.execute("EXPLAIN QUERY PLAN " + sql)]
+            for sql in dict.fromkeys(seen) if sql.lstrip().upper().startswith(("SELECT", "DELETE", "INSERT"))}
+
+
+def test_history_pages_and_retention_are_range_scans_not_table_scans(tmp_path):
+    from vftune.store.db import Retention
+
+    store = Store(tmp_path / "h.db", Retention(raw_s=120, rollup_s=600, batch_rows=50, budget_s=5.0))
+    vfs = [f"0000:03:10.{n}" for n in range(4)]
+    for t in range(0, 900, 2):
+        store.record_tick(float(t), [_sample(pci, t) for pci in vfs], [PfSample("enp3s0f0", t, 1.0, 5.0, 50.0, "napi")],
+                          [Decision(t, vfs[0], "itr", 0, 1, 1, True, "r")])
+    pages = _plans(store, lambda: (store.samples(vfs[1], 0, 1e9, 1000), store.decisions(vfs[0], 0, 1e9, 1000),
+                                   store.decisions(None, 0, 1e9, 100, before_id=400)))
+    plan = "\n".join(line for lines in pages.values() for line in lines)
+    assert "SEARCH samples USING PRIMARY KEY (vf=? AND t>? AND t<?)" in plan
+    assert "SEARCH samples_1m USING PRIMARY KEY (vf=? AND t>? AND t<?)" in plan
+    assert "SEARCH d USING PRIMARY KEY (target=? AND t>? AND t<?)" in plan
+    assert "SEARCH d USING INDEX decisions_id (id<?)" in plan or "SEARCH d USING COVERING INDEX decisions_id (id<?)" in plan
+    kept = _plans(store, lambda: store.maintain(900.0))
+    assert kept, "retention ran"
+    for sql, lines in {**pages, **kept}.items():
+        # A whole-table pass over a history table (a LIMIT over an id index is a head read: fine).
+        scans = [x for x in lines if x.startswith("SCAN") and "INDEX" not in x
+                 and x.split()[1] in {"samples", "samples_1m", "pf_samples", "decisions", "s", "d"}]
+        assert not scans, (sql, lines)
+        assert "USE TEMP B-TREE FOR ORDER BY" not in lines, (sql, lines)
+    assert store.count("samples") and min(r["t"] for r in store.samples(vfs[0], 0, 1e9, 1000)) >= 300

@@ -163,6 +163,7 @@ def create_app(agent: AgentHandle, store: Store | None, token: str | None = None
     app.state.store = store
     app.state.token = token
     app.state.registry = build_registry(agent.view)
+    app.state.rendered_vfs = state.RenderedVfs()
     app.add_exception_handler(BadParameter, _bad_parameter)
     app.add_exception_handler(RequestValidationError, _invalid)
     app.add_exception_handler(StarletteHTTPException, _http_error)

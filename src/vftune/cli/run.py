@@ -48,7 +48,10 @@ def is_loopback(host: str) -> bool:
 
 
 def bind(listen: Listen) -> socket.socket:
-    sock = socket.socket(listen.family, socket.SOCK_STREAM)
+    # IPPROTO_TCP named: asyncio turns Nagle off (TCP_NODELAY) only on connections accepted from a
+    # socket that says it is TCP; without it every small keep-alive response waited ~40 ms for
+    # the client's delayed ACK.
+    sock = socket.socket(listen.family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         sock.bind((listen.host, listen.port))

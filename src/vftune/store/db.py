@@ -83,9 +83,72 @@ MIGRATIONS: list[str] = [
     );
     CREATE UNIQUE INDEX samples_1m_pci_t ON samples_1m (pci, t);
     """,
+    # Compact history (30 days x 126 VFs under 2 GB) whose pages are range scans. Each VF, PF or
+    # decision target is a small integer (targets) instead of its name on every row; the series
+    # tables are WITHOUT ROWID, clustered on (target, t), so one VF's rows are neighbours on disk
+    # and no separate index is kept; decisions are clustered on (target, t, id) with an index on
+    # id for the all-targets feed and retention (ids stay increasing: sequences keeps the last).
+    # Rows of the old tables are copied in key order, then the old tables go.
+    """
+    CREATE TABLE targets (id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE);
+    INSERT INTO targets (name) SELECT pci FROM samples UNION SELECT pci FROM samples_1m
+        UNION SELECT target FROM decisions UNION SELECT pf FROM pf_samples;
+    CREATE TABLE sequences (name TEXT PRIMARY KEY, last INTEGER NOT NULL) WITHOUT ROWID;
+    INSERT INTO sequences VALUES ('decisions', COALESCE(
+        (SELECT seq FROM sqlite_sequence WHERE name = 'decisions'), (SELECT MAX(id) FROM decisions), 0));
+
+    CREATE TABLE samples2 (
+        vf INTEGER NOT NULL, t REAL NOT NULL, dt REAL NOT NULL,
+        rx_pps REAL NOT NULL, rx_bps REAL NOT NULL, tx_pps REAL NOT NULL, tx_bps REAL NOT NULL,
+        interrupts_per_s REAL, itr INTEGER NOT NULL, guest_cpu REAL, fresh INTEGER NOT NULL,
+        PRIMARY KEY (vf, t)
+    ) WITHOUT ROWID;
+    INSERT OR REPLACE INTO samples2 SELECT n.id, s.t, s.dt, s.rx_pps, s.rx_bps, s.tx_pps, s.tx_bps,
+        s.interrupts_per_s, s.itr, s.guest_cpu, s.fresh
+        FROM samples s JOIN targets n ON n.name = s.pci ORDER BY n.id, s.t, s.rowid;
+    DROP TABLE samples;
+    ALTER TABLE samples2 RENAME TO samples;
+
+    CREATE TABLE samples_1m2 (
+        vf INTEGER NOT NULL, t REAL NOT NULL, dt REAL NOT NULL,
+        rx_pps REAL NOT NULL, rx_bps REAL NOT NULL, tx_pps REAL NOT NULL, tx_bps REAL NOT NULL,
+        interrupts_per_s REAL, itr INTEGER NOT NULL, guest_cpu REAL, fresh INTEGER NOT NULL,
+        last_t REAL NOT NULL,
+        PRIMARY KEY (vf, t)
+    ) WITHOUT ROWID;
+    INSERT OR REPLACE INTO samples_1m2 SELECT n.id, s.t, s.dt, s.rx_pps, s.rx_bps, s.tx_pps, s.tx_bps,
+        s.interrupts_per_s, s.itr, s.guest_cpu, s.fresh, s.last_t
+        FROM samples_1m s JOIN targets n ON n.name = s.pci ORDER BY n.id, s.t;
+    DROP TABLE samples_1m;
+    ALTER TABLE samples_1m2 RENAME TO samples_1m;
+
+    CREATE TABLE pf_samples2 (
+        pf INTEGER NOT NULL, t REAL NOT NULL, dt REAL NOT NULL,
+        rx_pps REAL NOT NULL, rx_bps REAL NOT NULL, mode TEXT NOT NULL,
+        PRIMARY KEY (pf, t)
+    ) WITHOUT ROWID;
+    INSERT OR REPLACE INTO pf_samples2 SELECT n.id, s.t, s.dt, s.rx_pps, s.rx_bps, s.mode
+        FROM pf_samples s JOIN targets n ON n.name = s.pf ORDER BY n.id, s.t, s.rowid;
+    DROP TABLE pf_samples;
+    ALTER TABLE pf_samples2 RENAME TO pf_samples;
+
+    CREATE TABLE decisions2 (
+        target INTEGER NOT NULL, t REAL NOT NULL, id INTEGER NOT NULL,
+        setting TEXT NOT NULL, old TEXT, requested TEXT, applied TEXT,
+        ok INTEGER NOT NULL, reason TEXT NOT NULL, error TEXT,
+        PRIMARY KEY (target, t, id)
+    ) WITHOUT ROWID;
+    INSERT INTO decisions2 SELECT n.id, d.t, d.id, d.setting, d.old, d.requested, d.applied, d.ok,
+        d.reason, d.error FROM decisions d JOIN targets n ON n.name = d.target ORDER BY n.id, d.t, d.id;
+    DROP TABLE decisions;
+    ALTER TABLE decisions2 RENAME TO decisions;
+    CREATE UNIQUE INDEX decisions_id ON decisions (id);
+    """,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 SAMPLE_COLUMNS = "t, dt, rx_pps, rx_bps, tx_pps, tx_bps, interrupts_per_s, itr, guest_cpu, fresh"
+# The tables clustered on (target, t), by the name of their target column.
+CLUSTER_KEY = {"samples": "vf", "samples_1m": "vf", "pf_samples": "pf"}
 log = logging.getLogger("vftune.store")
 
 
@@ -133,12 +196,12 @@ class Store:
         self._lock = threading.Lock()
         self._local = threading.local()  # a reader connection closes with its thread
         self.degraded: str | None = None  # why recording stopped (disk full), for /healthz
+        self._ids: dict[str, int] = {}  # target name -> targets.id, filled only by committed rows
         self._retry_at = 0.0
         try:
             if not self._memory and not self.path.exists():
                 os.close(os.open(self.path, os.O_WRONLY | os.O_CREAT, 0o600))
             self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None, timeout=5.0)
-            self._db.row_factory = sqlite3.Row
             # A new file returns freed pages to the filesystem in maintain(); set before any table.
             self._db.execute("PRAGMA auto_vacuum=INCREMENTAL")
             self._db.execute("PRAGMA journal_mode=WAL")
@@ -176,10 +239,12 @@ class Store:
             return None
         try:
             with self._lock, self._db:
-                self._db.execute("BEGIN")
+                # IMMEDIATE: the work reads (ids, the decision sequence) before it writes.
+                self._db.execute("BEGIN IMMEDIATE")
                 result = work()
-        except sqlite3.Error as exc:
-            if not _is_full(exc):
+        except BaseException as exc:
+            self._ids.clear()  # ids handed out in a rolled-back transaction do not exist
+            if not isinstance(exc, sqlite3.Error) or not _is_full(exc):
                 raise
             if self.degraded is None:
                 log.error("history not recorded: %s while writing %s; tuning and restoring go on", exc, what)
@@ -222,21 +287,23 @@ class Store:
         pf_samples: Sequence[PfSample],
         decisions: Iterable[Decision],
     ) -> None:
-        """One transaction per tick: a reader never sees half a tick."""
+        """One transaction per tick: a reader never sees half a tick. A second sample of a VF at
+        the same time replaces the first (the key is (VF, t))."""
         def work() -> None:
+            ids = self._target_ids([s.pci for s in vf_samples] + [s.pf for s in pf_samples])
             self._db.executemany(
-                "INSERT INTO samples VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+                "INSERT OR REPLACE INTO samples VALUES (?,?,?,?,?,?,?,?,?,?,?)",
                 [
                     (
-                        t, s.pci, s.dt, s.rx_pps, s.rx_bps, s.tx_pps, s.tx_bps,
+                        ids[s.pci], t, s.dt, s.rx_pps, s.rx_bps, s.tx_pps, s.tx_bps,
                         s.interrupts_per_s, s.itr, s.guest_cpu, int(s.fresh),
                     )
                     for s in vf_samples
                 ],
             )
             self._db.executemany(
-                "INSERT INTO pf_samples VALUES (?,?,?,?,?,?)",
-                [(t, s.pf, s.dt, s.rx_pps, s.rx_bps, s.mode) for s in pf_samples],
+                "INSERT OR REPLACE INTO pf_samples VALUES (?,?,?,?,?,?)",
+                [(ids[s.pf], t, s.dt, s.rx_pps, s.rx_bps, s.mode) for s in pf_samples],
             )
             self._insert_decisions(decisions)
 
@@ -247,16 +314,32 @@ class Store:
         if rows:
             self._write("decisions", lambda: self._insert_decisions(rows))
 
+    def _target_ids(self, names: Iterable[str]) -> dict[str, int]:
+        """targets.id of each name, adding new names; inside a write transaction."""
+        missing = [n for n in dict.fromkeys(names) if n not in self._ids]
+        if missing:
+            self._db.executemany("INSERT OR IGNORE INTO targets (name) VALUES (?)", [(n,) for n in missing])
+            for n in missing:
+                self._ids[n] = int(self._db.execute("SELECT id FROM targets WHERE name = ?", (n,)).fetchone()[0])
+        return self._ids
+
     def _insert_decisions(self, decisions: Iterable[Decision]) -> None:
+        rows = list(decisions)
+        if not rows:
+            return
+        ids = self._target_ids(d.target for d in rows)
+        # Ids only grow, even when retention has removed every row (clients page with them).
+        last = int(self._db.execute("SELECT last FROM sequences WHERE name = 'decisions'").fetchone()[0])
         self._db.executemany(
-            "INSERT INTO decisions (t, target, setting, old, requested, applied, ok, reason, error)"
-            " VALUES (?,?,?,?,?,?,?,?,?)",
+            "INSERT INTO decisions (target, t, id, setting, old, requested, applied, ok, reason, error)"
+            " VALUES (?,?,?,?,?,?,?,?,?,?)",
             [
-                (d.t, d.target, d.setting, _text(d.old), _text(d.requested), _text(d.applied),
+                (ids[d.target], d.t, last + n, d.setting, _text(d.old), _text(d.requested), _text(d.applied),
                  int(d.ok), d.reason, d.error)
-                for d in decisions
+                for n, d in enumerate(rows, 1)
             ],
         )
+        self._db.execute("UPDATE sequences SET last = ? WHERE name = 'decisions'", (last + len(rows),))
 
     def record_cost_fit(self, t: float, alpha: float, beta: float, gamma: float, rows: int) -> None:
         self._write("a cost fit", lambda: self._db.execute("INSERT INTO cost_fits VALUES (?,?,?,?,?)",
@@ -300,9 +383,25 @@ class Store:
             if done == 0:
                 return n
 
-    def _batch(self, sql: str, args: Sequence[Any]) -> int:
-        result = self._write("retention", lambda: self._db.execute(sql, args).rowcount)
-        return int(result or 0)
+    def _oldest(self, table: str) -> float | None:
+        """The oldest t of a table clustered on (target, t): the first row of each target's range."""
+        row = self._db.execute(
+            f"SELECT MIN((SELECT t FROM {table} WHERE {CLUSTER_KEY[table]} = n.id ORDER BY t LIMIT 1)) FROM targets n"
+        ).fetchone()
+        return None if row[0] is None else float(row[0])
+
+    def _batch_end(self, table: str, before: float | None) -> float | None:
+        """An end time (whole minutes from the oldest row, at most `before`) such that the rows
+        older than it are about batch_rows: the first minute's count sets how many minutes."""
+        first = self._oldest(table)
+        if first is None or (before is not None and first >= before):
+            return None
+        minute = (first // 60) * 60
+        per_minute: int = self._db.execute(
+            f"SELECT COUNT(*) FROM {table} WHERE {CLUSTER_KEY[table]} IN (SELECT id FROM targets) AND t < ?",
+            (minute + 60,)).fetchone()[0]
+        end = float(minute + 60 * max(1, self.retention.batch_rows // max(1, per_minute)))
+        return end if before is None else min(before, end)
 
     def _roll_up_and_drop(self, before: float) -> int:
         """One batch of the oldest raw samples before `before` (whole minutes only, so a minute
@@ -310,20 +409,18 @@ class Store:
         cutoff = (before // 60) * 60
 
         def work() -> int:
-            nth = self._db.execute("SELECT t FROM samples WHERE t < ? ORDER BY t LIMIT 1 OFFSET ?",
-                                   (cutoff, self.retention.batch_rows)).fetchone()
-            upto = cutoff
-            if nth is not None:
-                first = self._db.execute("SELECT MIN(t) FROM samples").fetchone()[0]
-                upto = min(cutoff, max((nth[0] // 60) * 60, (first // 60) * 60 + 60))
+            upto = self._batch_end("samples", cutoff)
+            if upto is None:
+                return 0
             # The bare itr column takes the value of the minute's last row (SQLite: one max()).
             self._db.execute(
-                "INSERT OR REPLACE INTO samples_1m SELECT (CAST(t / 60 AS INTEGER) + 1) * 60, pci, SUM(dt),"
-                " AVG(rx_pps), AVG(rx_bps), AVG(tx_pps), AVG(tx_bps), AVG(interrupts_per_s), itr,"
-                " AVG(guest_cpu), SUM(fresh) = COUNT(*), MAX(t) FROM samples WHERE t < ?"
-                " GROUP BY pci, CAST(t / 60 AS INTEGER)", (upto,))
-            n = self._db.execute("DELETE FROM samples WHERE t < ?", (upto,)).rowcount
-            return int(n)
+                "INSERT OR REPLACE INTO samples_1m SELECT s.vf, (CAST(s.t / 60 AS INTEGER) + 1) * 60, SUM(s.dt),"
+                " AVG(s.rx_pps), AVG(s.rx_bps), AVG(s.tx_pps), AVG(s.tx_bps), AVG(s.interrupts_per_s), s.itr,"
+                " AVG(s.guest_cpu), SUM(s.fresh) = COUNT(*), MAX(s.t)"
+                " FROM samples s WHERE s.vf IN (SELECT id FROM targets) AND s.t < ? GROUP BY s.vf, CAST(s.t / 60 AS INTEGER)",
+                (upto,))
+            return int(self._db.execute("DELETE FROM samples WHERE vf IN (SELECT id FROM targets) AND t < ?",
+                                        (upto,)).rowcount)
 
         return int(self._write("retention", work) or 0)
 
@@ -335,8 +432,8 @@ class Store:
         removed = 0
         steps: list[Callable[[], int]] = [
             lambda: self._roll_up_and_drop(now - r.raw_s),
-            lambda: self._drop_head("pf_samples", "rowid", now - r.raw_s),
-            lambda: self._drop_head("samples_1m", "rowid", now - r.rollup_s),
+            lambda: self._drop_series_head("pf_samples", now - r.raw_s),
+            lambda: self._drop_series_head("samples_1m", now - r.rollup_s),
             lambda: self._drop_head("decisions", "id", now - r.rollup_s),
             lambda: self._drop_head("guest_events", "id", now - r.rollup_s),
             lambda: self._drop_head("cost_fits", "rowid", now - r.rollup_s),
@@ -357,29 +454,51 @@ class Store:
         return removed
 
     def _drop_head(self, table: str, key: str, before: float | None) -> int:
-        """Delete up to batch_rows of the table's first rows (by rowid: time order) older than
-        `before` (None: whatever their age). Cheap: the head is found by the rowid, not a scan."""
+        """Delete up to batch_rows of the table's first rows (by id: time order) older than
+        `before` (None: whatever their age). Cheap: the head is found by the key, not a scan."""
         age = "" if before is None else " AND t < ?"
         args: tuple[Any, ...] = (self.retention.batch_rows,) + (() if before is None else (before,))
         return self._batch(f"DELETE FROM {table} WHERE {key} IN (SELECT {key} FROM {table} ORDER BY {key} LIMIT ?)"
                            f"{age}", args)
 
+    def _drop_series_head(self, table: str, before: float | None) -> int:
+        """Delete about batch_rows of the oldest rows of a (target, t) table older than `before`
+        (None: whatever their age): a range at the front of each target's rows."""
+        def work() -> int:
+            upto = self._batch_end(table, before)
+            if upto is None:
+                return 0
+            return int(self._db.execute(
+                f"DELETE FROM {table} WHERE {CLUSTER_KEY[table]} IN (SELECT id FROM targets) AND t < ?",
+                (upto,)).rowcount)
+
+        return int(self._write("retention", work) or 0)
+
+    def _batch(self, sql: str, args: Sequence[Any]) -> int:
+        result = self._write("retention", lambda: self._db.execute(sql, args).rowcount)
+        return int(result or 0)
+
     def _drop_oldest(self) -> int:
         """Over the size cap: the head of whichever history table starts earliest."""
-        heads = []
-        for table, key in (("samples_1m", "rowid"), ("samples", "rowid"), ("decisions", "id"),
-                           ("guest_events", "id"), ("pf_samples", "rowid")):
-            row = self._rows(f"SELECT t FROM {table} ORDER BY {key} LIMIT 1")
-            if row:
-                heads.append((row[0]["t"], table, key))
+        heads: list[tuple[float, str]] = []
+        with self._lock:
+            for table in ("samples_1m", "samples", "pf_samples"):
+                first = self._oldest(table)
+                if first is not None:
+                    heads.append((first, table))
+            for table, key in (("decisions", "id"), ("guest_events", "id")):
+                row = self._db.execute(f"SELECT t FROM {table} ORDER BY {key} LIMIT 1").fetchone()
+                if row is not None:
+                    heads.append((float(row[0]), table))
         if not heads:
             return 0
-        _, table, key = min(heads)
+        first, table = min(heads)
         if table == "samples":
             # Raw samples still roll up: the minutes they cover stay in the history.
-            first = self._rows("SELECT MIN(t) AS t FROM samples")[0]["t"]
             return self._roll_up_and_drop(first + 120.0)
-        return self._drop_head(table, key, None)
+        if table in CLUSTER_KEY:
+            return self._drop_series_head(table, None)
+        return self._drop_head(table, "id", None)
 
     def live_bytes(self) -> int:
         page, count, free = (self._rows(f"PRAGMA {p}")[0] for p in ("page_size", "page_count", "freelist_count"))
@@ -391,30 +510,40 @@ class Store:
         con: sqlite3.Connection | None = getattr(self._local, "con", None)
         if con is None:
             con = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None, timeout=5.0)
-            con.row_factory = sqlite3.Row
             con.execute("PRAGMA query_only=1")
             self._local.con = con
         return con
 
-    def _rows(self, sql: str, args: Sequence[Any] = ()) -> list[dict[str, Any]]:
+    def _tuples(self, sql: str, args: Sequence[Any] = ()) -> tuple[list[str], list[tuple[Any, ...]]]:
+        """Column names and rows as tuples: the cheapest form SQLite's module hands out."""
         if self._memory or threading.current_thread() is threading.main_thread():
             with self._lock:
-                return [dict(r) for r in self._db.execute(sql, args).fetchall()]
-        return [dict(r) for r in self._reader().execute(sql, args).fetchall()]
+                cur = self._db.cursor()
+                cur.row_factory = None
+                rows = cur.execute(sql, args).fetchall()
+        else:
+            cur = self._reader().execute(sql, args)
+            rows = cur.fetchall()
+        return [c[0] for c in cur.description], rows
+
+    def _rows(self, sql: str, args: Sequence[Any] = ()) -> list[dict[str, Any]]:
+        names, rows = self._tuples(sql, args)
+        return [dict(zip(names, r)) for r in rows]
 
     def samples(self, pci: str, since: float, until: float, limit: int,
                 exclusive: bool = False) -> list[dict[str, Any]]:
         """The newest `limit` samples of the window, oldest first: raw rows, then 1-minute rows
-        for the part of the window older than the raw ones."""
+        for the part of the window older than the raw ones. Each is a range of the VF's rows."""
         op = "<" if exclusive else "<="
+        vf = "(SELECT id FROM targets WHERE name = ?)"
         rows = self._rows(
-            f"SELECT {SAMPLE_COLUMNS} FROM samples WHERE pci = ? AND t >= ? AND t {op} ? ORDER BY t DESC LIMIT ?",
+            f"SELECT {SAMPLE_COLUMNS} FROM samples WHERE vf = {vf} AND t >= ? AND t {op} ? ORDER BY t DESC LIMIT ?",
             (pci, since, until, limit),
         )
         if len(rows) < limit:
             older = rows[-1]["t"] if rows else until
             rolled = self._rows(
-                f"SELECT {SAMPLE_COLUMNS} FROM samples_1m WHERE pci = ? AND t >= ?"
+                f"SELECT {SAMPLE_COLUMNS} FROM samples_1m WHERE vf = {vf} AND t >= ?"
                 f" AND t {'<' if exclusive and not rows else '<='} ?"
                 " ORDER BY t DESC LIMIT ?", (pci, since, older, limit - len(rows)))
             rows.extend(rolled)
@@ -425,19 +554,23 @@ class Store:
     def decisions(
         self, target: str | None, since: float, until: float, limit: int, before_id: int | None = None
     ) -> list[dict[str, Any]]:
-        where = "t >= ? AND t <= ?"
-        args: list[float | str | int] = [since, until]
+        """The newest `limit` decisions of the window, oldest first. One target: a range of its
+        rows, newest first; every target: the id index backwards."""
+        columns = "d.id, d.t, {} AS target, d.setting, d.old, d.requested, d.applied, d.ok, d.reason, d.error"
+        args: list[float | str | int] = []
         if target is not None:
-            where += " AND target = ?"
-            args.append(target)
+            source = f"SELECT {columns.format('?')} FROM decisions d WHERE d.target = (SELECT id FROM targets WHERE name = ?)"
+            args += [target, target]
+            order = "d.t DESC, d.id DESC"
+        else:
+            source = f"SELECT {columns.format('n.name')} FROM decisions d JOIN targets n ON n.id = d.target WHERE 1"
+            order = "d.id DESC"
+        where = " AND d.t >= ? AND d.t <= ?"
+        args += [since, until]
         if before_id is not None:
-            where += " AND id < ?"
+            where += " AND d.id < ?"
             args.append(before_id)
-        # One target: its (target, t) index gives the newest rows first, no sort of the window.
-        order = "t DESC, id DESC" if target is not None else "id DESC"
-        rows = self._rows(
-            f"SELECT * FROM decisions WHERE {where} ORDER BY {order} LIMIT ?", (*args, limit)
-        )
+        rows = self._rows(f"{source}{where} ORDER BY {order} LIMIT ?", (*args, limit))
         for r in rows:
             r["ok"] = bool(r["ok"])
         return rows[::-1]
@@ -457,7 +590,7 @@ class Store:
 
     def count(self, table: str) -> int:
         if table not in {"samples", "samples_1m", "pf_samples", "decisions", "vfs", "pfs", "runs", "cost_fits",
-                         "guest_events", "journal"}:
+                         "guest_events", "journal", "targets"}:
             raise ValueError(f"unknown table {table!r}")
         return int(self._rows(f"SELECT COUNT(*) AS n FROM {table}")[0]["n"])
 

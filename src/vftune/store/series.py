@@ -17,9 +17,11 @@ def vf_series(store: Store, since: float, until: float, bucket_s: float) -> dict
     guest_cpu."""
     rows = store._rows(
         # SQLite: with exactly one max() a bare column (itr) comes from the row holding the max.
-        "SELECT pci, CAST((t - ?) / ? AS INTEGER) AS b, MAX(t) AS t, itr, AVG(rx_bps + tx_bps) AS throughput_bps,"
-        " AVG(rx_bps) AS rx_bps, AVG(interrupts_per_s) AS interrupts_per_s, AVG(guest_cpu) AS guest_cpu"
-        " FROM samples WHERE t >= ? AND t <= ? GROUP BY pci, b ORDER BY pci, b",
+        "SELECT n.name AS pci, CAST((s.t - ?) / ? AS INTEGER) AS b, MAX(s.t) AS t, s.itr,"
+        " AVG(s.rx_bps + s.tx_bps) AS throughput_bps, AVG(s.rx_bps) AS rx_bps,"
+        " AVG(s.interrupts_per_s) AS interrupts_per_s, AVG(s.guest_cpu) AS guest_cpu"
+        # Per VF a range of its rows (the table is clustered on (vf, t)).
+        " FROM targets n JOIN samples s ON s.vf = n.id AND s.t >= ? AND s.t <= ? GROUP BY n.name, b ORDER BY n.name, b",
         (since, bucket_s, since, until),
     )
     return _grouped(rows, "pci")
@@ -29,8 +31,9 @@ def pf_series(store: Store, since: float, until: float, bucket_s: float) -> dict
     """Per PF name, oldest first: t, rx_pps, napi_share (the share of the bucket's samples in NAPI),
     mode (the last mode in force in the bucket)."""
     rows = store._rows(
-        "SELECT pf, CAST((t - ?) / ? AS INTEGER) AS b, MAX(t) AS t, mode, AVG(rx_pps) AS rx_pps,"
-        " AVG(mode = 'napi') AS napi_share FROM pf_samples WHERE t >= ? AND t <= ? GROUP BY pf, b ORDER BY pf, b",
+        "SELECT n.name AS pf, CAST((s.t - ?) / ? AS INTEGER) AS b, MAX(s.t) AS t, s.mode, AVG(s.rx_pps) AS rx_pps,"
+        " AVG(s.mode = 'napi') AS napi_share FROM targets n JOIN pf_samples s ON s.pf = n.id AND s.t >= ? AND s.t <= ?"
+        " GROUP BY n.name, b ORDER BY n.name, b",
         (since, bucket_s, since, until),
     )
     return _grouped(rows, "pf")

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import hashlib
+import threading
 import time
 from typing import Any
 
 from fastapi import APIRouter, Depends, Path, Request
+from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from pydantic import TypeAdapter
@@ -20,7 +23,7 @@ router = APIRouter()
 
 @router.get("/healthz", response_model=models.Health)
 def healthz(handle: AgentHandle = Depends(agent), db: Store | None = Depends(store)) -> Any:
-    view = handle.view()
+    view = cached_view(handle)
     age = None if view.last_tick_wall is None else time.time() - view.last_tick_wall
     # Stalled: no tick for three intervals of wall time (the sim may run faster, never slower).
     stalled = age is not None and age > 3 * view.interval_s + 5
@@ -39,22 +42,63 @@ def healthz(handle: AgentHandle = Depends(agent), db: Store | None = Depends(sto
 
 @router.get("/v1/host", response_model=models.HostOut)
 def host(handle: AgentHandle = Depends(agent)) -> Any:
-    return models.HostOut.model_validate(handle.view())
+    return models.HostOut.model_validate(cached_view(handle))
 
 
 _VF_LIST = TypeAdapter(list[models.VfOut])
-_rendered: dict[int, tuple[int, bytes]] = {}
 
 
-@router.get("/v1/vfs", response_model=list[models.VfOut])
-def vfs(handle: AgentHandle = Depends(agent)) -> Any:
-    """Every VF; rendered once per tick, so many clients cost one rendering (p99 target 50 ms)."""
-    view = cached_view(handle)
-    hit = _rendered.get(id(handle))
-    if hit is None or hit[0] != view.ticks:
-        body = _VF_LIST.dump_json([models.VfOut.model_validate(vf) for vf in view.vfs])
-        hit = _rendered[id(handle)] = (view.ticks, body)
-    return Response(hit[1], media_type="application/json")
+class RenderedVfs:
+    """GET /v1/vfs as bytes, rendered once per tick. The view changes only at a tick, so twenty
+    clients polling cost one copy of the view and one pydantic rendering per tick, not one per
+    request; the rendering runs on a worker thread, one at a time, and a hit never leaves the
+    event loop."""
+
+    def __init__(self) -> None:
+        self._current: tuple[int, bytes, str] = (-1, b"", "")  # ticks, body, ETag: replaced whole
+        self._lock = threading.Lock()
+
+    def _fresh(self, handle: AgentHandle) -> tuple[int, bytes, str] | None:
+        ticks = getattr(handle, "ticks", None)
+        current = self._current
+        return current if isinstance(ticks, int) and current[0] >= ticks else None
+
+    async def get(self, handle: AgentHandle) -> tuple[bytes, str]:
+        current = self._fresh(handle)
+        if current is None:
+            current = await run_in_threadpool(self._render, handle)
+        return current[1], current[2]
+
+    def _render(self, handle: AgentHandle) -> tuple[int, bytes, str]:
+        with self._lock:  # the requests that arrive meanwhile wait for this rendering
+            current = self._fresh(handle)
+            if current is None:
+                view = cached_view(handle)
+                body = _VF_LIST.dump_json([models.VfOut.model_validate(vf) for vf in view.vfs])
+                current = (view.ticks, body, '"' + hashlib.blake2b(body, digest_size=12).hexdigest() + '"')
+                self._current = current
+            return current
+
+
+def _matches(if_none_match: str | None, etag: str) -> bool:
+    """RFC 9110 If-None-Match: a list of (weak or strong) tags, or *."""
+    if not if_none_match:
+        return False
+    tags = [t.strip() for t in if_none_match.split(",")]
+    return "*" in tags or etag in tags or f"W/{etag}" in tags
+
+
+@router.get("/v1/vfs", response_model=list[models.VfOut],
+            responses={304: {"description": "Not Modified: the ETag given in If-None-Match is still current"}})
+async def vfs(request: Request, handle: AgentHandle = Depends(agent)) -> Any:
+    """Every VF, as of the last tick. The ETag changes with the body: send it back in
+    If-None-Match to get a 304 until the next tick changes something."""
+    cache: RenderedVfs = request.app.state.rendered_vfs
+    body, etag = await cache.get(handle)
+    headers = {"ETag": etag, "Cache-Control": "no-cache"}
+    if _matches(request.headers.get("if-none-match"), etag):
+        return Response(status_code=304, headers=headers)
+    return Response(body, media_type="application/json", headers=headers)
 
 
 @router.get("/v1/vfs/{vf}", response_model=models.VfDetail, responses={404: {"model": models.ErrorBody}})
@@ -62,7 +106,7 @@ def vf_detail(
     vf: str = Path(pattern=PCI_ADDRESS, description="VF PCI address, 0000:03:10.0"),
     handle: AgentHandle = Depends(agent),
 ) -> Any:
-    found = handle.view().vf(vf.lower())
+    found = cached_view(handle).vf(vf.lower())
     if found is None:
         raise StarletteHTTPException(404, f"no VF {vf} on this host")
     return models.VfDetail.model_validate(found)

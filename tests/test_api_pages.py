@@ -1,0 +1,84 @@
+"""The API's two hot routes in process: /v1/vfs from bytes rendered once per tick (ETag, 304), and
+a VF's history pages (schema, cursor paging across the raw and 1-minute rows)."""
+
+from __future__ import annotations
+
+import pytest
+from fastapi.testclient import TestClient
+
+from vftune.agent.loop import Agent, AgentConfig
+from vftune.agent.policies import pf_controller, vf_policy
+from vftune.api import models
+from vftune.api.app import create_app
+from vftune.sim.host import SimHost
+from vftune.store.db import Store
+
+
+def _tick(agent: Agent, n: int = 1) -> None:
+    for _ in range(n):
+        agent.host.sleep(agent.config.interval)
+        agent.tick()
+
+
+@pytest.fixture
+def live(tmp_path):
+    host = SimHost("mixed-host", seed=3, speed=float("inf"))
+    agent = Agent(host, Store(tmp_path / "h.db"), vf_policy("search"), pf_controller("hybrid"), AgentConfig())
+    agent.start("test")
+    _tick(agent, 4)
+    with TestClient(create_app(agent, agent.store, token="t")) as client:
+        yield agent, client
+
+
+def test_vfs_is_the_documented_list_and_the_same_bytes_until_the_next_tick(live):
+    agent, client = live
+    first = client.get("/v1/vfs")
+    assert first.status_code == 200 and first.headers["content-type"] == "application/json"
+    listed = [models.VfOut.model_validate(vf) for vf in first.json()]
+    assert [vf.pci for vf in listed] == [vf.pci for vf in agent.view().vfs]
+    assert {vf.pci: vf.itr for vf in listed} == {vf.pci: vf.itr for vf in agent.view().vfs}
+    again = client.get("/v1/vfs")
+    assert again.content == first.content and again.headers["etag"] == first.headers["etag"]
+    # A client that has this version is told so, without the body.
+    same = client.get("/v1/vfs", headers={"If-None-Match": first.headers["etag"]})
+    assert same.status_code == 304 and same.content == b"" and same.headers["etag"] == first.headers["etag"]
+    assert client.get("/v1/vfs", headers={"If-None-Match": f'"other", W/{first.headers["etag"]}'}).status_code == 304
+    _tick(agent)
+    newer = client.get("/v1/vfs", headers={"If-None-Match": first.headers["etag"]})
+    assert newer.status_code == 200 and newer.headers["etag"] != first.headers["etag"]
+    assert {vf["updated"] for vf in newer.json()} != {vf["updated"] for vf in first.json()}, "the new tick's samples"
+
+
+def test_openapi_still_documents_the_vfs_body_and_the_304(live):
+    _, client = live
+    get = client.get("/openapi.json").json()["paths"]["/v1/vfs"]["get"]
+    schema = get["responses"]["200"]["content"]["application/json"]["schema"]
+    assert schema["type"] == "array" and schema["items"]["$ref"].endswith("/VfOut")
+    assert "304" in get["responses"]
+
+
+def test_history_pages_follow_the_cursor_through_raw_and_minute_rows_without_gaps(live):
+    agent, client = live
+    _tick(agent, 300)  # 150 simulated s at 0.5-s ticks
+    pci = next(vf.pci for vf in agent.view().vfs if vf.rx_bps)
+    now = agent.wall_now()
+    agent.store.prune(now - 60)  # older than a minute: rolled up to 1-minute rows
+    everything = agent.store.samples(pci, 0, now, 1000)
+    assert any(r["dt"] > 1 for r in everything) and any(r["dt"] <= 1 for r in everything)
+    seen: list[float] = []
+    cursor = None
+    first_decisions = None
+    for _ in range(50):
+        params = {"since": "0", "until": repr(now), "limit": "25", **({"cursor": cursor} if cursor else {})}
+        page = client.get(f"/v1/vfs/{pci}/history", params=params)
+        assert page.status_code == 200
+        body = models.History.model_validate(page.json())
+        assert [s.t for s in body.samples] == sorted(s.t for s in body.samples)
+        assert all(isinstance(s.fresh, bool) for s in body.samples) and all(isinstance(d.ok, bool) for d in body.decisions)
+        seen = [s.t for s in body.samples] + seen
+        first_decisions = page.json()["decisions"] if first_decisions is None else first_decisions
+        cursor = body.next_cursor
+        if cursor is None:
+            break
+    assert seen == [r["t"] for r in everything], "every row once, in order, as the store holds them"
+    assert first_decisions and first_decisions == agent.store.decisions(pci, 0, now, 25)
