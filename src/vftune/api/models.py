@@ -224,7 +224,7 @@ class ProfilesRecord(BaseModel):
     """A host's workload memory: by class key (kind/size/mix/1eN, e.g. bulk/large/rx/1e5)."""
 
     model_config = ConfigDict(extra="forbid")
-    version: int = Field(description="record format version (1)")
+    version: Literal[1] = Field(description="record format version: this agent reads and writes 1")
     host: dict[str, ProfileModel] = Field(default_factory=dict, description="what any VF of the host found")
     vfs: dict[str, dict[str, ProfileModel]] = Field(default_factory=dict, description="by VF PCI address")
 
