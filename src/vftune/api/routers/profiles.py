@@ -42,8 +42,9 @@ def make_router(auth: Callable[..., None]) -> APIRouter:
         return record
 
     @router.put("/v1/profiles", response_model=models.ProfilesImported,
-                responses={401: {"model": models.ErrorBody}, 403: {"model": models.ErrorBody},
-                           404: {"model": models.ErrorBody}, 422: {"model": models.ErrorBody}})
+                responses={400: {"model": models.ErrorBody}, 401: {"model": models.ErrorBody},
+                           403: {"model": models.ErrorBody}, 404: {"model": models.ErrorBody},
+                           413: {"model": models.ErrorBody}, 422: {"model": models.ErrorBody}})
     def put_profiles(record: models.ProfilesRecord, handle: AgentHandle = Depends(agent)) -> Any:
         """Merge a record (from another host's GET): its classes replace this host's; the VFs
         jump to an imported class's setting the next time their load shows that class."""
