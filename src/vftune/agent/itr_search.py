@@ -567,7 +567,6 @@ class ItrSearch:
             self.outcome = (f"kept incumbent {itr_label(self.incumbent)}: {was}/s gains {_pct(gain)} for "
                             f"{_pct(rise)} CPU per bit")
 
-
     def _cpu_rise(self, itr: int) -> float | None:
         """The relative rise in CPU per bit of a rate over the incumbent's, when both are measured."""
         base = sum(self._incumbent_cpb) / len(self._incumbent_cpb) if self._incumbent_cpb else None
