@@ -21,23 +21,12 @@ import httpx
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent / "fixtures"))
-from linux_host import make_tree
+from linux_host import host_files, make_tree
 
 from conftest import VFTUNE
 
 pytest.importorskip("libvirt")
 FIXTURES = Path(__file__).parent / "fixtures"
-
-
-def host_files(root: Path) -> dict[str, str]:
-    """Every regular file of the tree (symlinks not followed): what a host write could change."""
-    out = {}
-    for dirpath, _dirs, files in os.walk(root):
-        for f in files:
-            p = Path(dirpath) / f
-            if not p.is_symlink() and p.suffix != ".xml":
-                out[str(p.relative_to(root))] = p.read_text(errors="replace")
-    return out
 
 
 def changed(before: dict[str, str], root: Path) -> set[str]:

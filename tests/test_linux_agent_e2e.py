@@ -3,7 +3,6 @@ libvirt's test driver; several ticks recorded, and on stop every written value p
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 
@@ -11,7 +10,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent / "fixtures"))
 import hosttree
-from linux_host import ManualClock, make_host
+from linux_host import ManualClock, host_files, make_host
 
 from vftune.agent.loop import Agent, AgentConfig
 from vftune.agent.policy import FixedItr, PfController
@@ -41,16 +40,6 @@ class DeOnceThenHybrid(PfController):
         if self.seen == 3:
             return ModeDecision("hybrid", 2, "test: third sample")
         return None
-
-
-def host_files(root: Path) -> dict[str, str]:
-    out = {}
-    for dirpath, _dirs, files in os.walk(root):
-        for f in files:
-            p = Path(dirpath) / f
-            if not p.is_symlink() and p.suffix != ".xml":
-                out[str(p.relative_to(root))] = p.read_text(errors="replace")
-    return out
 
 
 def test_agent_ticks_records_and_restores_on_the_linux_backend(tmp_path: Path) -> None:
