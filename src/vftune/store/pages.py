@@ -15,6 +15,7 @@ or the agent ends.
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -63,6 +64,7 @@ OPERATIONS: dict[str, Callable[..., Answer]] = {"vf_page": _vf_page, "decisions"
 def serve(path: str, fd: int) -> None:
     """Answer requests until the agent closes its end. A reply is two messages: a JSON header
     (the small values, or what went wrong) and the body, so the agent sends it on uncopied."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C stops the agent, which then closes this
     conn = Connection(fd)
     reads: ReadOnly | None = None
     while True:
@@ -73,12 +75,14 @@ def serve(path: str, fd: int) -> None:
         try:
             reads = reads or ReadOnly(path)
             small, body = OPERATIONS[op](reads, *args)
+            header = orjson.dumps({"small": small})
         except Exception as exc:  # told to the agent, which answers 503
-            conn.send_bytes(orjson.dumps({"error": f"{type(exc).__name__}: {exc}"}))
-            conn.send_bytes(b"")
-            continue
-        conn.send_bytes(orjson.dumps({"small": small}))
-        conn.send_bytes(body)
+            header, body = orjson.dumps({"error": f"{type(exc).__name__}: {exc}"}), b""
+        try:
+            conn.send_bytes(header)
+            conn.send_bytes(body)
+        except OSError:  # the agent is gone
+            return
 
 
 # -- the agent's side ----------------------------------------------------------
