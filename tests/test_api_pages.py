@@ -3,6 +3,7 @@ a VF's history pages (schema, cursor paging across the raw and 1-minute rows).""
 
 from __future__ import annotations
 
+import psutil
 import pytest
 from fastapi.testclient import TestClient
 
@@ -66,8 +67,8 @@ def test_history_pages_follow_the_cursor_through_raw_and_minute_rows_without_gap
     everything = agent.store.samples(pci, 0, now, 1000)
     assert any(r["dt"] > 1 for r in everything) and any(r["dt"] <= 1 for r in everything)
     seen: list[float] = []
+    seen_decisions: list[int] = []
     cursor = None
-    first_decisions = None
     for _ in range(50):
         params = {"since": "0", "until": repr(now), "limit": "25", **({"cursor": cursor} if cursor else {})}
         page = client.get(f"/v1/vfs/{pci}/history", params=params)
@@ -76,9 +77,35 @@ def test_history_pages_follow_the_cursor_through_raw_and_minute_rows_without_gap
         assert [s.t for s in body.samples] == sorted(s.t for s in body.samples)
         assert all(isinstance(s.fresh, bool) for s in body.samples) and all(isinstance(d.ok, bool) for d in body.decisions)
         seen = [s.t for s in body.samples] + seen
-        first_decisions = page.json()["decisions"] if first_decisions is None else first_decisions
+        seen_decisions = [d.id for d in body.decisions] + seen_decisions
+        if body.next_cursor is not None:  # a page's decisions are those of the time its samples span
+            assert all(float(body.next_cursor) <= r.t for r in [*body.samples, *body.decisions])
         cursor = body.next_cursor
         if cursor is None:
             break
     assert seen == [r["t"] for r in everything], "every row once, in order, as the store holds them"
-    assert first_decisions and first_decisions == agent.store.decisions(pci, 0, now, 25)
+    every_decision = [d["id"] for d in agent.store.decisions(pci, 0, now, 10_000)]
+    assert len(every_decision) >= 3 and seen_decisions == every_decision, "every decision once, in order"
+
+
+def test_history_pages_come_from_worker_processes_and_survive_their_death(live):
+    agent, client = live
+    _tick(agent, 40)
+    pci = next(vf.pci for vf in agent.view().vfs if vf.rx_bps)
+    now = agent.wall_now()
+    params = {"since": "0", "until": repr(now), "limit": "10"}
+    first = client.get(f"/v1/vfs/{pci}/history", params=params)
+    samples, decisions, older = agent.store.history_page(pci, 0, now, 10)
+    assert first.status_code == 200
+    assert first.json() == {"pci": pci, "since": 0.0, "until": now, "samples": samples, "decisions": decisions,
+                            "next_cursor": repr(older) if older is not None else None}
+    workers = [p for p in psutil.Process().children() if "from vftune.store.pages import serve" in " ".join(p.cmdline())]
+    assert workers, "read by a worker process, not the agent's"
+    for p in workers:
+        p.kill()
+    psutil.wait_procs(workers, timeout=10)
+    again = client.get(f"/v1/vfs/{pci}/history", params=params)
+    assert again.status_code == 200 and again.json() == first.json(), "a new worker serves the next page"
+    feed = client.get("/v1/decisions", params={"since": "0", "until": repr(now), "limit": "3"})
+    assert len(feed.json()) == 3 and feed.json() == agent.store.decisions(None, 0, now, 3)
+    assert feed.headers["x-next-cursor"] == str(feed.json()[0]["id"])

@@ -63,6 +63,36 @@ def test_tick_history_and_decisions_round_trip(tmp_path):
     assert decisions[0]["old"] == "0" and decisions[0]["applied"] == "20000"
 
 
+def _pages(store, pci, limit):
+    """Follow a VF's history pages to the end, as a client following next_cursor does."""
+    pages, until, exclusive = [], 1e9, False
+    while True:
+        samples, decisions, older = store.history_page(pci, 0, until, limit, exclusive)
+        pages.append(([r["t"] for r in samples], [d["id"] for d in decisions], older))
+        if older is None:
+            return pages
+        until, exclusive = older, True
+
+
+def test_history_pages_carry_the_decisions_of_their_own_span_each_once(tmp_path):
+    store = Store(tmp_path / "h.db")
+    vf = "0000:03:10.0"
+    # Ten ticks; a burst of six decisions at t=104 (more than a page), two at t=107.
+    for t in range(100, 110):
+        n = {104: 6, 107: 2}.get(t, 1 if t % 3 == 0 else 0)
+        store.record_tick(float(t), [_sample(vf, float(t))], [],
+                          [Decision(float(t), vf, "itr", 0, 20000 + k, 20000 + k, True, f"d{t}.{k}") for k in range(n)])
+    every = [d["id"] for d in store.decisions(vf, 0, 1e9, 1000)]
+    pages = _pages(store, vf, 4)
+    assert [t for p in reversed(pages) for t in p[0]] == [float(t) for t in range(100, 110)], "each sample once"
+    assert [i for p in reversed(pages) for i in p[1]] == every, "each decision once, in order"
+    for samples, ids, older in pages:
+        times = {d["id"]: d["t"] for d in store.decisions(vf, 0, 1e9, 1000)}
+        assert older is None or all(t >= older for t in samples + [times[i] for i in ids]), "the page's own span"
+    # The burst is one page's: its six decisions stay together although a page holds four.
+    assert any(len([i for i in ids if store.decisions(vf, 104, 104, 100)[0]["id"] <= i]) >= 6 for _, ids, _ in pages)
+
+
 def test_prune_rolls_old_samples_up_to_minutes_and_keeps_decisions(tmp_path):
     store = Store(tmp_path / "h.db")
     for t in range(600):

@@ -9,6 +9,8 @@ a 413 before it is read whole.
 from __future__ import annotations
 
 import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -23,6 +25,7 @@ from vftune.api.deps import AgentHandle, BadParameter
 from vftune.api.metrics import build_registry
 from vftune.api.routers import events, history, page, profiles, state
 from vftune.store.db import Store
+from vftune.store.pages import PageWorkers
 
 log = logging.getLogger("vftune.api")
 BODY_LIMIT = 64 * 1024  # bytes; a guest event is a few hundred
@@ -147,11 +150,20 @@ class BodyLimit:
                 await too_big(scope, receive, send)
 
 
+@asynccontextmanager
+async def _closing_workers(app: FastAPI) -> AsyncIterator[None]:
+    """Where an ASGI server runs the lifespan (cli/run.py closes them itself)."""
+    yield
+    if app.state.page_workers is not None:
+        app.state.page_workers.close()
+
+
 def create_app(agent: AgentHandle, store: Store | None, token: str | None = None,
                token_for_reads: bool = False) -> FastAPI:
     """token: the bearer every write needs (None: writes are refused, there is no way to
     authenticate); token_for_reads: every endpoint needs it (a --listen beyond loopback)."""
     app = FastAPI(
+        lifespan=_closing_workers,
         title="vftune",
         version=__version__,
         description="Interrupt moderation tuning for SR-IOV VFs passed through to KVM guests. "
@@ -161,6 +173,8 @@ def create_app(agent: AgentHandle, store: Store | None, token: str | None = None
     )
     app.state.agent = agent
     app.state.store = store
+    # History pages are read by worker processes (store/pages.py) when the store is a file.
+    app.state.page_workers = PageWorkers(store.path) if store is not None and store.on_disk else None
     app.state.token = token
     app.state.registry = build_registry(agent.view)
     app.state.rendered_vfs = state.RenderedVfs()

@@ -19,6 +19,7 @@ from fastapi import Query, Request, Response
 
 from vftune.model import AgentView
 from vftune.store.db import Store
+from vftune.store.pages import PageWorkers
 
 PCI_ADDRESS = r"^[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]$"
 HISTORY_DEFAULT_S = 3600.0
@@ -35,11 +36,10 @@ class AgentHandle(Protocol):
     def request_refresh(self, reason: str) -> None: ...
 
 
-# History queries one at a time. A page costs ~0.2 ms in SQLite and ~10 ms turning rows into
-# Python objects and JSON under the GIL, and each row's SQLite step drops and retakes the GIL, so
-# concurrent readers only trade the GIL back and forth and starve the event loop (and a SIGTERM);
-# the rest wait without using the CPU. 20 clients on the 7-day store, this 2-core machine: p50
-# 536 ms with 4 readers, 274 ms with 1.
+# History queries in the agent's process (the pages of a file-backed store are read by
+# store/pages.py's workers instead) one at a time: each row's SQLite step drops and retakes the
+# GIL, so concurrent readers only trade it back and forth and starve the event loop (and a
+# SIGTERM); the rest wait without using the CPU.
 store_reads = threading.BoundedSemaphore(1)
 # By the handle itself (weakly): an id() could be reused by the next agent of a test process.
 _views: weakref.WeakKeyDictionary[Any, tuple[int, AgentView]] = weakref.WeakKeyDictionary()
@@ -78,14 +78,22 @@ class BadParameter(Exception):
         self.message = message
 
 
-def agent(request: Request) -> AgentHandle:
+# The dependencies below are async: they only read app.state, and FastAPI runs a sync one on a
+# worker thread, a thread hop (and a GIL handoff) per dependency per request.
+async def agent(request: Request) -> AgentHandle:
     handle: AgentHandle = request.app.state.agent
     return handle
 
 
-def store(request: Request) -> Store | None:
+async def store(request: Request) -> Store | None:
     db: Store | None = request.app.state.store
     return db
+
+
+async def page_workers(request: Request) -> PageWorkers | None:
+    """The processes that read history pages (None: the store is in memory or absent)."""
+    workers: PageWorkers | None = request.app.state.page_workers
+    return workers
 
 
 def parse_time(name: str, value: str | None, default: float) -> float:
@@ -140,7 +148,7 @@ class Window:
 TIME_PATTERN_DOC = {"format": "unix-seconds-or-iso8601", "examples": ["1763834400", "2026-11-22T18:00:00Z"]}
 
 
-def time_window(
+async def time_window(
     request: Request,
     since: str | None = Query(None, max_length=64, json_schema_extra=TIME_PATTERN_DOC,
                               description=f"{TIME_FORMAT}; default one hour before until"),
@@ -150,7 +158,8 @@ def time_window(
     cursor: str | None = Query(None, max_length=64, pattern=r"^[0-9.eE+-]+$",
                                description="next_cursor / X-Next-Cursor of the previous page: older rows"),
 ) -> Window:
-    t_until = parse_time("until", until, agent(request).wall_now())
+    handle: AgentHandle = request.app.state.agent
+    t_until = parse_time("until", until, handle.wall_now())
     t_since = parse_time("since", since, t_until - HISTORY_DEFAULT_S)
     if t_since > t_until:
         raise BadParameter(f"since={_shown(since or '')} is after until={_shown(until or 'now')}")

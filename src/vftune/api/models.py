@@ -163,7 +163,7 @@ class History(BaseModel):
     until: float
     samples: list[SampleOut]
     decisions: list[DecisionOut]
-    next_cursor: str | None = Field(default=None, description="pass as cursor= for the page of older samples")
+    next_cursor: str | None = Field(default=None, description="pass as cursor= for the page of older samples and decisions")
 
 
 GUEST_OPERATIONS = ("prepare", "start", "started", "stopped", "release", "migrate", "restore", "reconnect", "attach")

@@ -302,6 +302,8 @@ def run(config: RunConfig, host_factory: Callable[[RunConfig, Journal], HostDriv
         if timer:
             timer.cancel()
         stopped.wait(STOP_JOIN_S + 3.0)
+        if app.state.page_workers is not None:
+            app.state.page_workers.close()
         host.close()
         journal.close()
         failed = [a for a in restored if not a.ok]

@@ -20,6 +20,7 @@ from typing import Any
 
 from vftune.model import Decision, Inventory, PfSample, VfSample
 from vftune.store.journal import SCHEMA as JOURNAL_SCHEMA
+from vftune.store.reads import Reads
 
 # Each entry upgrades the schema from version i to i + 1. Never edit a released step: append.
 MIGRATIONS: list[str] = [
@@ -146,7 +147,6 @@ MIGRATIONS: list[str] = [
     """,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
-SAMPLE_COLUMNS = "t, dt, rx_pps, rx_bps, tx_pps, tx_bps, interrupts_per_s, itr, guest_cpu, fresh"
 # The tables clustered on (target, t), by the name of their target column.
 CLUSTER_KEY = {"samples": "vf", "samples_1m": "vf", "pf_samples": "pf"}
 log = logging.getLogger("vftune.store")
@@ -186,7 +186,7 @@ def _private(path: Path) -> None:
             pass
 
 
-class Store:
+class Store(Reads):
     def __init__(self, path: str | os.PathLike[str], retention: Retention | None = None) -> None:
         self.path = Path(path)
         self.retention = retention or Retention()
@@ -221,6 +221,11 @@ class Store:
         for step in range(version, SCHEMA_VERSION):
             # executescript commits first, so wrap each step so it lands whole or not at all.
             self._db.executescript(f"BEGIN;\n{MIGRATIONS[step]}\nPRAGMA user_version = {step + 1};\nCOMMIT;")
+
+    @property
+    def on_disk(self) -> bool:
+        """A file other processes can open (not ":memory:")."""
+        return not self._memory
 
     @property
     def schema_version(self) -> int:
@@ -525,74 +530,6 @@ class Store:
             cur = self._reader().execute(sql, args)
             rows = cur.fetchall()
         return [c[0] for c in cur.description], rows
-
-    def _rows(self, sql: str, args: Sequence[Any] = ()) -> list[dict[str, Any]]:
-        names, rows = self._tuples(sql, args)
-        return [dict(zip(names, r)) for r in rows]
-
-    def samples(self, pci: str, since: float, until: float, limit: int,
-                exclusive: bool = False) -> list[dict[str, Any]]:
-        """The newest `limit` samples of the window, oldest first: raw rows, then 1-minute rows
-        for the part of the window older than the raw ones. Each is a range of the VF's rows."""
-        op = "<" if exclusive else "<="
-        vf = "(SELECT id FROM targets WHERE name = ?)"
-        rows = self._rows(
-            f"SELECT {SAMPLE_COLUMNS} FROM samples WHERE vf = {vf} AND t >= ? AND t {op} ? ORDER BY t DESC LIMIT ?",
-            (pci, since, until, limit),
-        )
-        if len(rows) < limit:
-            older = rows[-1]["t"] if rows else until
-            rolled = self._rows(
-                f"SELECT {SAMPLE_COLUMNS} FROM samples_1m WHERE vf = {vf} AND t >= ?"
-                f" AND t {'<' if exclusive and not rows else '<='} ?"
-                " ORDER BY t DESC LIMIT ?", (pci, since, older, limit - len(rows)))
-            rows.extend(rolled)
-        for r in rows:
-            r["fresh"] = bool(r["fresh"])
-        return rows[::-1]
-
-    def decisions(
-        self, target: str | None, since: float, until: float, limit: int, before_id: int | None = None
-    ) -> list[dict[str, Any]]:
-        """The newest `limit` decisions of the window, oldest first. One target: a range of its
-        rows, newest first; every target: the id index backwards."""
-        columns = "d.id, d.t, {} AS target, d.setting, d.old, d.requested, d.applied, d.ok, d.reason, d.error"
-        args: list[float | str | int] = []
-        if target is not None:
-            source = f"SELECT {columns.format('?')} FROM decisions d WHERE d.target = (SELECT id FROM targets WHERE name = ?)"
-            args += [target, target]
-            order = "d.t DESC, d.id DESC"
-        else:
-            source = f"SELECT {columns.format('n.name')} FROM decisions d JOIN targets n ON n.id = d.target WHERE 1"
-            order = "d.id DESC"
-        where = " AND d.t >= ? AND d.t <= ?"
-        args += [since, until]
-        if before_id is not None:
-            where += " AND d.id < ?"
-            args.append(before_id)
-        rows = self._rows(f"{source}{where} ORDER BY {order} LIMIT ?", (*args, limit))
-        for r in rows:
-            r["ok"] = bool(r["ok"])
-        return rows[::-1]
-
-    def guest_events(self, since: float, until: float, limit: int, before_id: int | None = None) -> list[dict[str, Any]]:
-        rows = self._rows(
-            "SELECT * FROM guest_events WHERE t >= ? AND t <= ? AND id < ? ORDER BY id DESC LIMIT ?",
-            (since, until, before_id if before_id is not None else 2**62, limit),
-        )
-        for r in rows:
-            r["vfs"] = r["vfs"].split()
-        return rows[::-1]
-
-    def latest_cost_fit(self) -> dict[str, Any] | None:
-        rows = self._rows("SELECT * FROM cost_fits ORDER BY t DESC LIMIT 1")
-        return rows[0] if rows else None
-
-    def count(self, table: str) -> int:
-        if table not in {"samples", "samples_1m", "pf_samples", "decisions", "vfs", "pfs", "runs", "cost_fits",
-                         "guest_events", "journal", "targets"}:
-            raise ValueError(f"unknown table {table!r}")
-        return int(self._rows(f"SELECT COUNT(*) AS n FROM {table}")[0]["n"])
 
 
 def check_writable(path: str | os.PathLike[str]) -> str | None:

@@ -1,0 +1,209 @@
+"""History pages read and turned into JSON in worker processes, away from the agent's GIL.
+
+Python's sqlite3 drops and retakes the GIL at every row it steps. While any other thread of the
+agent runs Python (the tick, the event loop, another request), each retake waits for that thread
+to give the GIL up, up to the 5-ms switch interval: a 1000-row page that costs 4-6 ms alone took
+230 ms beside one busy thread (measured on this 2-core machine). A worker process has no such
+neighbour, and two of them use both cores; the agent's process only waits on a socket.
+
+Each worker is a fresh interpreter running serve(), answering one request at a time on its end
+of a socket pair (multiprocessing's framing): not multiprocessing's own pools, whose "spawn"
+re-runs the parent's main script in every worker. A worker exits when the agent closes its end,
+or the agent ends.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from vftune.store.reads import ReadOnly
+
+WORKERS = min(2, os.cpu_count() or 1)
+ANSWER_S = 30.0  # a worker that takes longer is ended, and the client gets a 503
+PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])  # the directory holding vftune/
+
+
+class PagesUnavailable(Exception):
+    """No worker answered in time, or they keep failing."""
+
+
+# -- the worker's side ---------------------------------------------------------
+
+
+Answer = tuple[list[Any], bytes]  # small values for the agent, and a response body as it is sent
+
+
+def _vf_page(reads: ReadOnly, head: dict[str, Any], pci: str, since: float, until: float, limit: int,
+             exclusive: bool) -> Answer:
+    samples, decisions, older = reads.history_page(pci, since, until, limit, exclusive)
+    body = {**head, "samples": samples, "decisions": decisions,
+            "next_cursor": repr(older) if older is not None else None}
+    return [], orjson.dumps(body)
+
+
+def _decisions(reads: ReadOnly, since: float, until: float, limit: int, before_id: int | None) -> Answer:
+    rows = reads.decisions(None, since, until, limit, before_id)
+    return [len(rows), rows[0]["id"] if rows else None], orjson.dumps(rows)
+
+
+OPERATIONS: dict[str, Callable[..., Answer]] = {"vf_page": _vf_page, "decisions": _decisions}
+
+
+def serve(path: str, fd: int) -> None:
+    """Answer requests until the agent closes its end. A reply is two messages: a JSON header
+    (the small values, or what went wrong) and the body, so the agent sends it on uncopied."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C stops the agent, which then closes this
+    conn = Connection(fd)
+    reads: ReadOnly | None = None
+    while True:
+        try:
+            op, *args = orjson.loads(conn.recv_bytes())
+        except (EOFError, OSError):
+            return
+        try:
+            reads = reads or ReadOnly(path)
+            small, body = OPERATIONS[op](reads, *args)
+            header = orjson.dumps({"small": small})
+        except Exception as exc:  # told to the agent, which answers 503
+            header, body = orjson.dumps({"error": f"{type(exc).__name__}: {exc}"}), b""
+        try:
+            conn.send_bytes(header)
+            conn.send_bytes(body)
+        except OSError:  # the agent is gone
+            return
+
+
+# -- the agent's side ----------------------------------------------------------
+
+
+class _Worker:
+    def __init__(self, path: str) -> None:
+        ours, theirs = socket.socketpair()
+        with theirs:
+            # -I: no working directory or environment on the path; this vftune's own directory
+            # goes first unless already there, so the worker runs the agent's own code.
+            self.proc = subprocess.Popen(
+                [sys.executable, "-I", "-c", "import sys; r = sys.argv[1]; r in sys.path or sys.path.insert(0, r); "
+                 "from vftune.store.pages import serve; serve(sys.argv[2], int(sys.argv[3]))",
+                 PACKAGE_ROOT, path, str(theirs.fileno())],
+                pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL)
+        self.conn = Connection(ours.detach())
+
+    def ask(self, request: bytes) -> Answer:
+        self.conn.send_bytes(request)
+        if not self.conn.poll(ANSWER_S):
+            raise TimeoutError
+        header = orjson.loads(self.conn.recv_bytes())
+        body = self.conn.recv_bytes()
+        if "error" in header:
+            raise PagesUnavailable(f"history worker: {header['error']}")
+        return header["small"], body
+
+    def end(self) -> None:
+        self.conn.close()  # an idle worker exits on this
+        try:
+            self.proc.wait(0.5)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+
+class PageWorkers:
+    """Up to `workers` worker processes reading one history file, started as pages are asked."""
+
+    def __init__(self, path: str | os.PathLike[str], workers: int = WORKERS) -> None:
+        self.path = str(Path(path))
+        self.workers = workers
+        self._idle: list[_Worker] = []
+        self._started = 0
+        self._closed = False
+        self._free = threading.Condition()
+
+    def _take(self) -> _Worker:
+        with self._free:
+            while not self._idle and self._started >= self.workers and not self._closed:
+                self._free.wait()
+            if self._closed:
+                raise PagesUnavailable("the agent is stopping")
+            if self._idle:
+                return self._idle.pop()
+            self._started += 1
+        try:
+            return _Worker(self.path)
+        except OSError as exc:
+            self._give_back(None)
+            raise PagesUnavailable(f"cannot start a history worker: {exc}") from None
+
+    def _give_back(self, worker: _Worker | None) -> None:
+        with self._free:
+            if worker is None or self._closed:
+                self._started -= 1
+            else:
+                self._idle.append(worker)
+            self._free.notify()
+        if worker is not None and self._closed:
+            worker.end()
+
+    def _ask(self, *request: Any) -> Answer:
+        message = orjson.dumps(request)
+        for attempt in (1, 2):
+            worker = self._take()
+            try:
+                answer = worker.ask(message)
+            except (EOFError, OSError):  # it died (killed, out of memory): a new one, once
+                worker.proc.kill()
+                self._give_back(None)
+                if attempt == 2:
+                    raise PagesUnavailable("history workers keep exiting") from None
+                continue
+            except TimeoutError:
+                worker.proc.kill()
+                self._give_back(None)
+                raise PagesUnavailable(f"no history worker answered within {ANSWER_S:.0f} s") from None
+            except PagesUnavailable:
+                self._give_back(worker)
+                raise
+            self._give_back(worker)
+            return answer
+        raise AssertionError("unreachable")
+
+    def vf_page(self, head: dict[str, Any], pci: str, since: float, until: float, limit: int,
+                exclusive: bool) -> bytes:
+        """Store.history_page's page as a JSON object: head's fields, samples, decisions and
+        next_cursor (the next page's start, a time; null on the last page)."""
+        _, body = self._ask("vf_page", head, pci, since, until, limit, exclusive)
+        return body
+
+    def decisions(self, since: float, until: float, limit: int,
+                  before_id: int | None) -> tuple[bytes, int, int | None]:
+        """Store.decisions over every target as a JSON array, its length and its oldest id."""
+        (count, oldest), rows = self._ask("decisions", since, until, limit, before_id)
+        return rows, count, oldest
+
+    def close(self, within_s: float = 1.0) -> None:
+        """Stop the workers: idle ones exit at once, busy ones as they finish (within_s at most:
+        a stop never waits on a page)."""
+        with self._free:
+            self._closed = True
+            idle, self._idle = self._idle, []
+            self._free.notify_all()
+        deadline = time.monotonic() + within_s
+        for worker in idle:
+            worker.conn.close()
+        for worker in idle:
+            try:
+                worker.proc.wait(max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                worker.proc.kill()
