@@ -132,11 +132,20 @@ def test_a_known_class_is_a_change_after_one_window_an_unseen_one_after_two():
 
 def test_a_rate_change_inside_the_class_must_last():
     d = ChangeDetector(rate_change=0.3, rate_change_s=30.0)
-    for i in range(3):
-        d.observe(window(2 * i, 4e9), lambda k: 2)
-    changes = [d.observe(window(6 + 2 * i, 6e9), lambda k: 2) for i in range(16)]
+    for i in range(20):  # the load held 40 s
+        assert d.observe(window(2 * i, 4e9), lambda k: 2) is None
+    changes = [d.observe(window(40 + 2 * i, 6e9), lambda k: 2) for i in range(16)]
     first = next(i for i, c in enumerate(changes) if c is not None)
     assert changes[first].kind == "rate" and 14 <= first <= 15  # 30 s of 2-s windows
+
+
+def test_a_shift_that_outlasts_its_reference_retakes_it_without_a_change():
+    d = ChangeDetector(rate_change=0.3, rate_change_s=30.0)
+    for i in range(3):  # the hold began in a burst: 6 s at 1.5 times the load
+        d.observe(window(2 * i, 6e9), lambda k: 2)
+    changes = [d.observe(window(6 + 2 * i, 4e9), lambda k: 2) for i in range(40)]
+    assert [c.kind for c in changes if c is not None] == ["reference"]
+    assert d.reference is not None and d.reference.bps == pytest.approx(4e9)
 
 
 def test_two_idle_windows_are_idle():
