@@ -76,10 +76,11 @@ class ChangeDetector:
     def current_class(self, w: Window) -> WorkloadClass | None:
         return classify(w, self._other_class or self.klass)
 
-    def noise(self) -> float:
-        """The VF's measured window noise: a robust standard deviation of log packet rate."""
+    def noise(self) -> float | None:
+        """The VF's measured window noise: a robust standard deviation of log packet rate
+        (None until enough held windows measured it)."""
         if len(self._noise) < NOISE_MIN_WINDOWS:
-            return 0.0
+            return None
         mid = statistics.median(self._noise)
         return MAD_TO_SD * statistics.median(abs(x - mid) for x in self._noise)
 
@@ -99,12 +100,12 @@ class ChangeDetector:
             # Only the rate's decade differs. The rate is partly the setting's doing (a request/
             # response VF's transactions follow its interrupt rate) and noise moves it too, so
             # a decade counts only once the rate moved decade_jump times against the hold's
-            # level, beyond three of the VF's measured noise; a smaller move of rate is left to
-            # the lasting-rate rule below.
-            ref_pps = self.reference.pps if self.reference is not None else (
-                self._pool[0].pps if self._pool else w.pps)
+            # level, beyond three of the VF's measured noise (until that is measured, a jump
+            # cannot be told from a burst); a smaller move is left to the lasting-rate rule.
+            ref_pps = self._level_pps(w)
             jump = abs(math.log(max(w.pps, 1.0) / max(ref_pps, 1.0)))
-            if jump < math.log(self.decade_jump) + NOISE_SDS * self.noise():
+            noise = self.noise()
+            if noise is None or jump < math.log(self.decade_jump) + NOISE_SDS * noise:
                 klass = self.klass
         if klass is not None and klass != self.klass:
             if klass != self._other_class:
@@ -123,8 +124,9 @@ class ChangeDetector:
                 self.reference = median_window(list(self._pool))
             return None
         ref = self.reference
-        if ref.pps > 0 and w.pps > 0:
-            self._noise.append(math.log(w.pps / ref.pps))
+        level = self._level_pps(w)
+        if level > 0 and w.pps > 0:
+            self._noise.append(math.log(w.pps / level))
         rate = max(rel_change(w.pps, ref.pps), rel_change(w.bps, ref.bps))
         direction = (1 if w.bps > ref.bps else -1) if rate > self.rate_change else 0
         if direction == 0 or (self._shifted and (self._shifted[-1].bps > ref.bps) != (direction > 0)):
@@ -147,7 +149,10 @@ class ChangeDetector:
                 self._shifted = []
                 self._since = self._pool[0].start
                 self.reference = baseline
-                return Change("reference", klass, baseline, rate, lasted, held)
+                level = classify(baseline)
+                if level is not None and self.klass is not None and same_shape(level, self.klass):
+                    self.klass = level  # the level's decade, not the burst's
+                return Change("reference", self.klass, baseline, rate, lasted, held)
             return Change("rate", klass, median_window(self._shifted), rate, lasted, held)
         return None
 
@@ -157,6 +162,12 @@ class ChangeDetector:
             self._pool.extend(self._shifted)
             self._shifted = []
             self.reference = median_window(list(self._pool))
+
+    def _level_pps(self, w: Window) -> float:
+        """The hold's packet rate: the median of all its windows, a running shift's too (a
+        reference taken in a burst that the load left is not the hold's level)."""
+        every = [*self._pool, *self._shifted]
+        return median_window(every).pps if every else w.pps
 
     def _ref_bps(self, w: Window) -> float:
         if self.reference is not None:

@@ -339,6 +339,7 @@ class SearchTuner(VfPolicy):
             self._note(s.t, Cause.IDLE, mbps=round(change.baseline.bps / 1e6, 2), itr=s.itr)
             return None
         if change.kind == "reference":
+            self.held_class = change.klass or self.held_class
             self._note(s.t, Cause.REFERENCE, change=change.rate_change, lasted_s=round(change.lasted_s),
                        ref_s=round(change.held_s), mbps=round(change.baseline.bps / 1e6))
             return None
