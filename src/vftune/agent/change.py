@@ -124,9 +124,9 @@ class ChangeDetector:
                 self.reference = median_window(list(self._pool))
             return None
         ref = self.reference
-        level = self._level_pps(w)
-        if level > 0 and w.pps > 0:
-            self._noise.append(math.log(w.pps / level))
+        level_pps = self._level_pps(w)
+        if level_pps > 0 and w.pps > 0:
+            self._noise.append(math.log(w.pps / level_pps))
         rate = max(rel_change(w.pps, ref.pps), rel_change(w.bps, ref.bps))
         direction = (1 if w.bps > ref.bps else -1) if rate > self.rate_change else 0
         if direction == 0 or (self._shifted and (self._shifted[-1].bps > ref.bps) != (direction > 0)):
@@ -149,9 +149,9 @@ class ChangeDetector:
                 self._shifted = []
                 self._since = self._pool[0].start
                 self.reference = baseline
-                level = classify(baseline)
-                if level is not None and self.klass is not None and same_shape(level, self.klass):
-                    self.klass = level  # the level's decade, not the burst's
+                now = classify(baseline)
+                if now is not None and self.klass is not None and same_shape(now, self.klass):
+                    self.klass = now  # the level's decade, not the burst's
                 return Change("reference", self.klass, baseline, rate, lasted, held)
             return Change("rate", klass, median_window(self._shifted), rate, lasted, held)
         return None
