@@ -4,6 +4,8 @@ detection, port judgement, the restart clock and objectives."""
 from __future__ import annotations
 
 import json
+import math
+import random
 
 import pytest
 from hypothesis import given
@@ -132,11 +134,64 @@ def test_a_known_class_is_a_change_after_one_window_an_unseen_one_after_two():
 
 def test_a_rate_change_inside_the_class_must_last():
     d = ChangeDetector(rate_change=0.3, rate_change_s=30.0)
-    for i in range(3):
-        d.observe(window(2 * i, 4e9), lambda k: 2)
-    changes = [d.observe(window(6 + 2 * i, 6e9), lambda k: 2) for i in range(16)]
+    for i in range(20):  # the load held 40 s
+        assert d.observe(window(2 * i, 4e9), lambda k: 2) is None
+    changes = [d.observe(window(40 + 2 * i, 6e9), lambda k: 2) for i in range(16)]
     first = next(i for i, c in enumerate(changes) if c is not None)
     assert changes[first].kind == "rate" and 14 <= first <= 15  # 30 s of 2-s windows
+
+
+def test_a_shift_that_outlasts_its_reference_retakes_it_without_a_change():
+    d = ChangeDetector(rate_change=0.3, rate_change_s=30.0)
+    for i in range(3):  # the hold began in a burst: 6 s at 1.5 times the load
+        d.observe(window(2 * i, 6e9), lambda k: 2)
+    changes = [d.observe(window(6 + 2 * i, 4e9), lambda k: 2) for i in range(40)]
+    assert [c.kind for c in changes if c is not None] == ["reference"]
+    assert d.reference is not None and d.reference.bps == pytest.approx(4e9)
+
+
+def noisy_load(seed: int, seconds: int, level: float, sigma: float, burst: float, start_bursting: bool) -> list[float]:
+    """A stationary offered load as the simulator makes it: log-normal per second, times a
+    two-state burst process (enter 3%/s, leave 25%/s)."""
+    rng = random.Random(seed)
+    bursting, out = start_bursting, []
+    for _ in range(seconds):
+        out.append(level * math.exp(rng.gauss(0.0, sigma)) * (burst if bursting else 1.0))
+        bursting = rng.random() >= 0.25 if bursting else rng.random() < 0.03
+    return out
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_a_noisy_stationary_load_raises_no_change(seed):
+    # 1 Gbit/s of 1500-byte frames sits near a decade's edge (83k packets/s); 3x bursts cross it.
+    d = ChangeDetector()
+    load = noisy_load(seed, 900, 1e9, sigma=0.2, burst=3.0, start_bursting=True)
+    kinds = []
+    for i, bps in enumerate(load):
+        for half in (0, 1):  # 0.5-s windows, as the agent's ticks cut them
+            c = d.observe(window(i + half / 2, bps, duration=0.5), lambda k: 1)
+            if c is not None:
+                kinds.append(c.kind)
+                d.reset(c.klass)  # what the tuner does on a change
+    assert "rate" not in kinds and "class" not in kinds
+
+
+def test_a_real_step_on_a_noisy_load_is_caught_as_soon_as_on_a_quiet_one():
+    for sigma in (0.0, 0.05):
+        d = ChangeDetector(rate_change=0.3, rate_change_s=30.0)
+        before = noisy_load(1, 120, 1e9, sigma, 1.0, False)
+        after = noisy_load(2, 60, 2e9, sigma, 1.0, False)
+        found = [(i, c) for i, bps in enumerate(before + after)
+                 if (c := d.observe(window(float(i), bps, duration=1.0), lambda k: 2)) is not None]
+        assert found and found[0][1].kind == "rate" and found[0][0] - 120 == 29  # 30 s of 1-s windows
+
+
+def test_a_jump_of_a_decade_on_a_quiet_load_is_a_class_change_within_a_window():
+    d = ChangeDetector()
+    for i in range(60):
+        assert d.observe(window(float(i), 1e9 * (1.0 + 0.01 * (i % 3)), duration=1.0), lambda k: 1) is None
+    c = d.observe(window(60.0, 9e9, duration=1.0), lambda k: 1)
+    assert c is not None and c.kind == "class" and c.klass.decade == 5
 
 
 def test_two_idle_windows_are_idle():

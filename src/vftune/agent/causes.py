@@ -70,8 +70,9 @@ _TEMPLATES: dict[Cause, tuple[str, ...]] = {
     Cause.RESUME: ("load steady for {steady_s} s ({klass})", "; searching {low}..{high}/s", "; {port}"),
     Cause.ABORT: ("{why}; back to {itr}",),
     Cause.IDLE: ("load fell to {mbps} Mbit/s, holding {itr}",),
-    Cause.REFERENCE: ("rate {change} for {lasted_s} s is the load {itr} was measured at in its search "
-                      "({mbps} Mbit/s): the reference was a burst, taken again",),
+    Cause.REFERENCE: ("rate {change} for {lasted_s} s", " is the load {itr} was measured at in its search",
+                      " outlasted the level before it ({ref_s} s)",
+                      " ({mbps} Mbit/s): the reference was a burst, taken again"),
     Cause.PORT: ("saturated ({load} of line rate): judged on the VF's share, {credited_mbps} of {mbps} Mbit/s",),
 }
 def _share(value: object) -> str:

@@ -338,6 +338,11 @@ class SearchTuner(VfPolicy):
             self.meter.start(s.t, 0.0)
             self._note(s.t, Cause.IDLE, mbps=round(change.baseline.bps / 1e6, 2), itr=s.itr)
             return None
+        if change.kind == "reference":
+            self.held_class = change.klass or self.held_class
+            self._note(s.t, Cause.REFERENCE, change=change.rate_change, lasted_s=round(change.lasted_s),
+                       ref_s=round(change.held_s), mbps=round(change.baseline.bps / 1e6))
+            return None
         if change.kind == "rate":
             if self._reference_was_a_burst(change):
                 self.changes.reset(self.held_class)
