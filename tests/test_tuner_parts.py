@@ -25,7 +25,7 @@ from vftune.agent.memory import (
 from vftune.agent.objective import Goal, Objective
 from vftune.agent.port import PortJudge
 from vftune.agent.restart import RestartClock
-from vftune.agent.window import Window
+from vftune.agent.window import MedianPool, Window, median_window
 from vftune.model import VfSample
 
 PCI = "0000:03:10.0"
@@ -343,3 +343,24 @@ def test_a_tuner_option_bound_applies_where_the_goal_gives_none():
     assert bounded.state()["max_interval_us"] == 50 and bounded.full_bracket[0] == 20_000
     ruled = SearchTuner(PCI, caps, TunerOptions(max_interval_us=50), goal=Goal(Objective.LATENCY, 20))
     assert ruled.state()["max_interval_us"] == 20
+
+
+@given(st.lists(st.tuples(st.sampled_from(["add", "add", "add", "clear", "median"]),
+                          st.integers(0, 6), st.integers(0, 3)), max_size=80),
+       st.integers(1, 7))
+def test_median_pool_answers_as_median_window_over_the_same_windows(steps, maxlen):
+    # Few distinct rates, so ties are common: they must go by arrival, as a stable sort does.
+    pool, kept = MedianPool(maxlen), []
+    for n, (op, rate, extra) in enumerate(steps):
+        if op == "add":
+            w = window(float(n), rate * 1e8)
+            pool.append(w)
+            kept = (kept + [w])[-maxlen:]
+        elif op == "clear":
+            pool.clear()
+            kept = []
+        after = [window(1000.0 + n + i, ((rate + i) % 7) * 1e8) for i in range(extra)]
+        if kept:
+            assert pool.median() is median_window(kept)
+            assert pool.median(after) is median_window(kept + after)
+            assert pool.first() is kept[0] and len(pool) == len(kept)

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from vftune.agent.memory import WorkloadClass, classify
-from vftune.agent.window import EPS, Window, median_window
+from vftune.agent.window import EPS, MedianPool, Window, median_window
 
 ChangeKind = Literal["idle", "class", "rate", "reference"]
 POOL_WINDOWS = 512  # the hold's level: the median of at most this many of its latest windows
@@ -66,7 +66,7 @@ class ChangeDetector:
         """A new hold (or search) begins, for a load of class `klass` when known."""
         self.reference: Window | None = None
         self.klass = klass
-        self._pool: deque[Window] = deque(maxlen=POOL_WINDOWS)  # the hold's windows but the running shift
+        self._pool = MedianPool(POOL_WINDOWS)  # the hold's windows but the running shift
         self._since: float | None = None  # when the hold's first window began
         self._other: list[Window] = []  # consecutive windows of one other class
         self._other_class: WorkloadClass | None = None
@@ -121,7 +121,7 @@ class ChangeDetector:
         if self.reference is None:
             self._pool.append(w)
             if len(self._pool) >= self.reference_windows:
-                self.reference = median_window(list(self._pool))
+                self.reference = self._pool.median()
             return None
         ref = self.reference
         level_pps = self._level_pps(w)
@@ -135,7 +135,7 @@ class ChangeDetector:
             self._shifted.append(w)
         else:
             self._pool.append(w)
-            self.reference = median_window(list(self._pool))
+            self.reference = self._pool.median()
         if self._shifted and w.end - self._shifted[0].start >= self.rate_change_s - EPS:
             lasted = w.end - self._shifted[0].start
             held = self._shifted[0].start - self._since
@@ -147,7 +147,7 @@ class ChangeDetector:
                 self._pool.clear()
                 self._pool.extend(self._shifted)
                 self._shifted = []
-                self._since = self._pool[0].start
+                self._since = self._pool.first().start
                 self.reference = baseline
                 now = classify(baseline)
                 if now is not None and self.klass is not None and same_shape(now, self.klass):
@@ -161,18 +161,21 @@ class ChangeDetector:
         if self._shifted:
             self._pool.extend(self._shifted)
             self._shifted = []
-            self.reference = median_window(list(self._pool))
+            self.reference = self._pool.median()
 
     def _level_pps(self, w: Window) -> float:
         """The hold's packet rate: the median of all its windows, a running shift's too (a
         reference taken in a burst that the load left is not the hold's level)."""
-        every = [*self._pool, *self._shifted]
-        return median_window(every).pps if every else w.pps
+        if not self._pool and not self._shifted:
+            return w.pps
+        if not self._pool:
+            return median_window(self._shifted).pps
+        return self._pool.median(self._shifted).pps
 
     def _ref_bps(self, w: Window) -> float:
         if self.reference is not None:
             return self.reference.bps
-        return self._pool[0].bps if self._pool else w.bps
+        return self._pool.first().bps if self._pool else w.bps
 
 
 def same_shape(a: WorkloadClass, b: WorkloadClass) -> bool:
