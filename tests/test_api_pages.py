@@ -13,6 +13,7 @@ from vftune.api import models
 from vftune.api.app import create_app
 from vftune.sim.host import SimHost
 from vftune.store.db import Store
+from vftune.store.pages import PagesUnavailable, PageWorkers
 
 
 def _tick(agent: Agent, n: int = 1) -> None:
@@ -109,3 +110,21 @@ def test_history_pages_come_from_worker_processes_and_survive_their_death(live):
     feed = client.get("/v1/decisions", params={"since": "0", "until": repr(now), "limit": "3"})
     assert len(feed.json()) == 3 and feed.json() == agent.store.decisions(None, 0, now, 3)
     assert feed.headers["x-next-cursor"] == str(feed.json()[0]["id"])
+
+
+def test_a_worker_that_stops_answering_is_ended_and_the_next_page_gets_a_new_one(live):
+    agent, _ = live
+    pci = next(vf.pci for vf in agent.view().vfs if vf.rx_bps)
+    now = agent.wall_now()
+    workers = PageWorkers(agent.store.path, workers=1, answer_s=1.0)
+    try:
+        first = workers.vf_page({}, pci, 0, now, 5, False)
+        (stuck,) = [p for p in psutil.Process().children()
+                    if str(agent.store.path) in p.cmdline() and "from vftune.store.pages import serve" in " ".join(p.cmdline())]
+        stuck.suspend()  # alive, holding its socket, never answering
+        with pytest.raises(PagesUnavailable, match="no history worker answered within 1 s"):
+            workers.vf_page({}, pci, 0, now, 5, False)
+        assert not stuck.is_running() or stuck.status() == psutil.STATUS_ZOMBIE, "the stuck worker was ended"
+        assert workers.vf_page({}, pci, 0, now, 5, False) == first, "a new worker answers"
+    finally:
+        workers.close()

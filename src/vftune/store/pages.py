@@ -101,15 +101,20 @@ class _Worker:
                 pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL)
         self.conn = Connection(ours.detach())
 
-    def ask(self, request: bytes) -> Answer:
+    def ask(self, request: bytes, answer_s: float) -> Answer:
         self.conn.send_bytes(request)
-        if not self.conn.poll(ANSWER_S):
+        if not self.conn.poll(answer_s):
             raise TimeoutError
         header = orjson.loads(self.conn.recv_bytes())
         body = self.conn.recv_bytes()
         if "error" in header:
             raise PagesUnavailable(f"history worker: {header['error']}")
         return header["small"], body
+
+    def kill(self) -> None:
+        self.conn.close()
+        self.proc.kill()
+        self.proc.wait()
 
     def end(self) -> None:
         self.conn.close()  # an idle worker exits on this
@@ -123,9 +128,10 @@ class _Worker:
 class PageWorkers:
     """Up to `workers` worker processes reading one history file, started as pages are asked."""
 
-    def __init__(self, path: str | os.PathLike[str], workers: int = WORKERS) -> None:
+    def __init__(self, path: str | os.PathLike[str], workers: int = WORKERS, answer_s: float = ANSWER_S) -> None:
         self.path = str(Path(path))
         self.workers = workers
+        self.answer_s = answer_s
         self._idle: list[_Worker] = []
         self._started = 0
         self._closed = False
@@ -161,17 +167,17 @@ class PageWorkers:
         for attempt in (1, 2):
             worker = self._take()
             try:
-                answer = worker.ask(message)
+                answer = worker.ask(message, self.answer_s)
+            except TimeoutError:  # before OSError, of which it is one
+                worker.kill()
+                self._give_back(None)
+                raise PagesUnavailable(f"no history worker answered within {self.answer_s:g} s") from None
             except (EOFError, OSError):  # it died (killed, out of memory): a new one, once
-                worker.proc.kill()
+                worker.kill()
                 self._give_back(None)
                 if attempt == 2:
                     raise PagesUnavailable("history workers keep exiting") from None
                 continue
-            except TimeoutError:
-                worker.proc.kill()
-                self._give_back(None)
-                raise PagesUnavailable(f"no history worker answered within {ANSWER_S:.0f} s") from None
             except PagesUnavailable:
                 self._give_back(worker)
                 raise
