@@ -28,7 +28,7 @@ from typing import Any
 
 import orjson
 
-from vftune.store.reads import ReadOnly
+from vftune.store.reads import ReadOnly, Reads
 
 WORKERS = min(2, os.cpu_count() or 1)
 ANSWER_S = 30.0  # a worker that takes longer is ended, and the client gets a 503
@@ -45,12 +45,18 @@ class PagesUnavailable(Exception):
 Answer = tuple[list[Any], bytes]  # small values for the agent, and a response body as it is sent
 
 
+def vf_page_body(reads: Reads, head: dict[str, Any], pci: str, since: float, until: float, limit: int,
+                 exclusive: bool) -> bytes:
+    """A VF's history page as the API sends it: head's fields, samples, decisions, next_cursor.
+    The rows are the documented fields already: JSON straight from them, no model per row."""
+    samples, decisions, older = reads.history_page(pci, since, until, limit, exclusive)
+    return orjson.dumps({**head, "samples": samples, "decisions": decisions,
+                         "next_cursor": repr(older) if older is not None else None})
+
+
 def _vf_page(reads: ReadOnly, head: dict[str, Any], pci: str, since: float, until: float, limit: int,
              exclusive: bool) -> Answer:
-    samples, decisions, older = reads.history_page(pci, since, until, limit, exclusive)
-    body = {**head, "samples": samples, "decisions": decisions,
-            "next_cursor": repr(older) if older is not None else None}
-    return [], orjson.dumps(body)
+    return [], vf_page_body(reads, head, pci, since, until, limit, exclusive)
 
 
 def _decisions(reads: ReadOnly, since: float, until: float, limit: int, before_id: int | None) -> Answer:

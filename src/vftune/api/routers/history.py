@@ -23,7 +23,7 @@ from vftune.api.deps import (
     time_window,
 )
 from vftune.store.db import Store
-from vftune.store.pages import PagesUnavailable, PageWorkers
+from vftune.store.pages import PagesUnavailable, PageWorkers, vf_page_body
 
 router = APIRouter()
 T = TypeVar("T")
@@ -50,21 +50,15 @@ def vf_history(
         raise StarletteHTTPException(404, f"no VF {vf} on this host")
     until = min(w.until, w.cursor_t()) if w.cursor is not None else w.until
     exclusive = w.cursor is not None
-    # The rows are the documented fields already: JSON straight from them, no model per row.
+    head = {"pci": found.pci, "since": w.since, "until": w.until}
     if workers is not None:
-        head = {"pci": found.pci, "since": w.since, "until": w.until}
         body = _from_workers(lambda: workers.vf_page(head, found.pci, w.since, until, w.limit, exclusive))
-        return Response(body, media_type="application/json")
-    samples: list[dict[str, Any]] = []
-    decisions: list[dict[str, Any]] = []
-    if db is not None:
+    elif db is not None:
         with store_reads:
-            samples, decisions, older = db.history_page(found.pci, w.since, until, w.limit, exclusive)
+            body = vf_page_body(db, head, found.pci, w.since, until, w.limit, exclusive)
     else:
-        older = None
-    return json_response({"pci": found.pci, "since": w.since, "until": w.until, "samples": samples,
-                          "decisions": decisions, "next_cursor": repr(older) if older is not None else None})
-
+        return json_response({**head, "samples": [], "decisions": [], "next_cursor": None})
+    return Response(body, media_type="application/json")
 
 @router.get("/v1/decisions", response_model=list[models.DecisionOut],
             responses={422: {"model": models.ErrorBody},
