@@ -23,9 +23,10 @@ from vftune import __version__
 from vftune.api import auth, docs
 from vftune.api.deps import AgentHandle, BadParameter
 from vftune.api.metrics import build_registry
+from vftune.api.process import AgentUnavailable
 from vftune.api.routers import events, history, page, profiles, state
-from vftune.store.db import Store
 from vftune.store.pages import PageWorkers
+from vftune.store.reads import History
 
 log = logging.getLogger("vftune.api")
 BODY_LIMIT = 64 * 1024  # bytes; a guest event is a few hundred
@@ -94,6 +95,10 @@ def _allowed(request: Request) -> list[str]:
     return sorted(methods)
 
 
+async def _agent_unavailable(_: Request, exc: Exception) -> JSONResponse:
+    return _json_error(503, str(exc))
+
+
 async def _unexpected(_: Request, exc: Exception) -> JSONResponse:
     log.error("API request failed: %s: %s", type(exc).__name__, exc)
     return _json_error(500, "internal error; the agent's log has the details")
@@ -158,10 +163,11 @@ async def _closing_workers(app: FastAPI) -> AsyncIterator[None]:
         app.state.page_workers.close()
 
 
-def create_app(agent: AgentHandle, store: Store | None, token: str | None = None,
-               token_for_reads: bool = False) -> FastAPI:
+def create_app(agent: AgentHandle, store: History | None, token: str | None = None,
+               token_for_reads: bool = False, agent_pid: int | None = None) -> FastAPI:
     """token: the bearer every write needs (None: writes are refused, there is no way to
-    authenticate); token_for_reads: every endpoint needs it (a --listen beyond loopback)."""
+    authenticate); token_for_reads: every endpoint needs it (a --listen beyond loopback);
+    agent_pid: the agent's process, when the API runs in another (api/process.py)."""
     app = FastAPI(
         lifespan=_closing_workers,
         title="vftune",
@@ -176,11 +182,12 @@ def create_app(agent: AgentHandle, store: Store | None, token: str | None = None
     # History pages are read by worker processes (store/pages.py) when the store is a file.
     app.state.page_workers = PageWorkers(store.path) if store is not None and store.on_disk else None
     app.state.token = token
-    app.state.registry = build_registry(agent.view)
+    app.state.registry = build_registry(agent.view, agent_pid)
     app.state.rendered_vfs = state.RenderedVfs()
     app.add_exception_handler(BadParameter, _bad_parameter)
     app.add_exception_handler(RequestValidationError, _invalid)
     app.add_exception_handler(StarletteHTTPException, _http_error)
+    app.add_exception_handler(AgentUnavailable, _agent_unavailable)
     app.add_exception_handler(Exception, _unexpected)
     for router in (state.router, history.router, events.router, profiles.make_router(auth.require_token)):
         app.include_router(router)

@@ -18,8 +18,8 @@ import orjson
 from fastapi import Query, Request, Response
 
 from vftune.model import AgentView
-from vftune.store.db import Store
 from vftune.store.pages import PageWorkers
+from vftune.store.reads import History
 
 PCI_ADDRESS = r"^[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]$"
 HISTORY_DEFAULT_S = 3600.0
@@ -85,8 +85,8 @@ async def agent(request: Request) -> AgentHandle:
     return handle
 
 
-async def store(request: Request) -> Store | None:
-    db: Store | None = request.app.state.store
+async def store(request: Request) -> History | None:
+    db: History | None = request.app.state.store
     return db
 
 

@@ -110,10 +110,16 @@ class AgentCollector(Collector):
         yield info
 
 
-def build_registry(view: Callable[[], AgentView]) -> CollectorRegistry:
-    """The agent's metrics plus the process' own (CPU, memory, file descriptors, Python)."""
+def build_registry(view: Callable[[], AgentView], agent_pid: int | None = None) -> CollectorRegistry:
+    """The agent's metrics plus its process' (CPU, memory, file descriptors, Python). When the API
+    runs in a process of its own (agent_pid given), process_* are still the agent's, and
+    vftune_api_process_* the API process'."""
     registry = CollectorRegistry()
     registry.register(AgentCollector(view))
-    ProcessCollector(registry=registry)
+    if agent_pid is None:
+        ProcessCollector(registry=registry)
+    else:
+        ProcessCollector(pid=lambda: agent_pid, registry=registry)
+        ProcessCollector(namespace="vftune_api", registry=registry)
     PlatformCollector(registry=registry)
     return registry

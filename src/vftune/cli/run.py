@@ -144,12 +144,10 @@ def run(config: RunConfig, host_factory: Callable[[RunConfig, Journal], HostDriv
     """Everything `vftune run` does, from a validated config to a clean stop.
 
     host_factory builds the backend (tests pass one with a recorded netlink source)."""
-    import uvicorn
-
     from vftune import rules
     from vftune.agent.loop import Agent, AgentConfig
     from vftune.agent.policies import PolicyError, pf_controller, vf_policy
-    from vftune.api.app import create_app
+    from vftune.api.process import ApiProcess, ApiSettings
     from vftune.logsetup import setup_logging
     from vftune.sim.scenarios import SCENARIOS
     from vftune.store.db import Retention, Store, StoreError, check_writable
@@ -209,12 +207,12 @@ def run(config: RunConfig, host_factory: Callable[[RunConfig, Journal], HostDriv
     if public:
         log.warning("--listen %s is not loopback: every endpoint, reads included, needs "
                     "'Authorization: Bearer' with the token in %s", config.listen, config.token_path)
-    app = create_app(agent, store, token=token, token_for_reads=public)
     stop = threading.Event()
     stopped = threading.Event()  # the restore is done
     restored: list[Any] = []
     crashed: list[BaseException] = []
     worker: threading.Thread | None = None
+    api: ApiProcess | None = None
 
     def restore_then_drain() -> None:
         """SIGTERM's order: the tick loop stops, every written value is put back (and recorded),
@@ -224,22 +222,14 @@ def run(config: RunConfig, host_factory: Callable[[RunConfig, Journal], HostDriv
             worker.join(STOP_JOIN_S)
         restored.extend(agent.shutdown())
         stopped.set()
-        server.should_exit = True
+        if api is not None:
+            api.drain(DRAIN_S + 0.5)
 
-    class Server(uvicorn.Server):
-        def handle_exit(self, sig: int, frame: Any) -> None:  # uvicorn's signal handler
-            request_stop()
-
-    server = Server(uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off",
-                                   timeout_graceful_shutdown=int(DRAIN_S) or 1, timeout_keep_alive=2))
     stop_lock = threading.Lock()
 
     def request_stop(*_: object) -> None:
         with stop_lock:
             if stop.is_set():
-                if not stopped.is_set():
-                    return
-                server.force_exit = True  # a second signal: stop draining
                 return
             stop.set()
         host.stop()  # wake the agent's sleep where the backend can; no new writes
@@ -253,6 +243,8 @@ def run(config: RunConfig, host_factory: Callable[[RunConfig, Journal], HostDriv
         stopped.wait()
         time.sleep(max(0.0, EXIT_DEADLINE_S - (time.monotonic() - began)))
         log.warning("requests still in flight %.1f s after the stop: exiting without them", EXIT_DEADLINE_S)
+        if api is not None:
+            api.kill()
         logging.shutdown()
         os._exit(1 if crashed else 0)
 
@@ -270,6 +262,8 @@ def run(config: RunConfig, host_factory: Callable[[RunConfig, Journal], HostDriv
         if pet is not None and time.monotonic() - last_pet[0] >= pet / 2:
             last_pet[0] = time.monotonic()
             sdnotify.notify("WATCHDOG=1")
+        if api is not None:
+            api.tick()
 
     agent.heartbeat = heartbeat
 
@@ -281,16 +275,16 @@ def run(config: RunConfig, host_factory: Callable[[RunConfig, Journal], HostDriv
             crashed.append(exc)
             request_stop()
 
-    # Everything built so far (modules, the app, the inventory) lives as long as the process: the
-    # collector need not walk it again. Each full collection walked it all, about 100-180 ms with
-    # the GIL held on the 126-VF fixture host, the longest stall every API request could meet.
+    # The API runs in a process of its own (api/process.py): requests never wait for the
+    # tick's Python, nor the tick for theirs.
+    settings = ApiSettings(db=str(store.path) if store.on_disk else None, token_for_reads=public,
+                           log_level=config.log_level, log_format=config.log_format, drain_s=DRAIN_S)
+    api = ApiProcess(sock, settings, token, agent, store if store.on_disk else None,
+                     clock_rate=float(getattr(host, "speed", 1.0)))
+    # Everything built so far (modules, the inventory) lives as long as the process: the
+    # collector need not walk it again at every full collection, a stall of the tick.
     gc.collect()
     gc.freeze()
-    # While the tick runs Python, a request's thread gets the GIL back only when the tick's
-    # thread is made to yield it, every 5 ms by default; a request needs several handoffs. At
-    # 1 ms, 20 clients side by side on the 126-VF fixture host: history p99 276/304 -> 244/189 ms,
-    # /v1/vfs 127/101 -> 95/86 ms (two rounds each).
-    sys.setswitchinterval(0.001)
     worker = threading.Thread(target=run_agent, name="vftune-agent", daemon=True)
     worker.start()
     timer = threading.Timer(config.run_for, request_stop) if config.run_for else None
@@ -301,22 +295,18 @@ def run(config: RunConfig, host_factory: Callable[[RunConfig, Journal], HostDriv
     log.info("listening on http://%s:%d, backend %s (%s)", bound_host, bound_port, host.name, config.detail)
     sdnotify.notify(f"READY=1\nSTATUS=tuning {len(agent.inventory.vfs())} VFs on {host.name}")
     try:
-        server.run(sockets=[sock])
+        api.supervise()  # until drained, replacing an API process that dies
     finally:
         request_stop()
         if timer:
             timer.cancel()
         stopped.wait(STOP_JOIN_S + 3.0)
-        if app.state.page_workers is not None:
-            app.state.page_workers.close()
         host.close()
         journal.close()
         failed = [a for a in restored if not a.ok]
         log.info("stopped; restored %d setting(s)%s", len(restored) - len(failed),
                  f", {len(failed)} could not be restored (kept in the journal)" if failed else "")
         logging.shutdown()
-    # Worker threads of requests still in flight do not hold the exit: everything that
-    # matters (the restore, the journal, the history) is on disk by now.
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(1 if crashed else 0)

@@ -20,7 +20,7 @@ from typing import Any
 
 from vftune.model import Decision, Inventory, PfSample, VfSample
 from vftune.store.journal import SCHEMA as JOURNAL_SCHEMA
-from vftune.store.reads import Reads
+from vftune.store.reads import History
 
 # Each entry upgrades the schema from version i to i + 1. Never edit a released step: append.
 MIGRATIONS: list[str] = [
@@ -186,7 +186,7 @@ def _private(path: Path) -> None:
             pass
 
 
-class Store(Reads):
+class Store(History):
     def __init__(self, path: str | os.PathLike[str], retention: Retention | None = None) -> None:
         self.path = Path(path)
         self.retention = retention or Retention()

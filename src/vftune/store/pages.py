@@ -18,7 +18,6 @@ import os
 import signal
 import socket
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable
@@ -28,11 +27,11 @@ from typing import Any
 
 import orjson
 
+from vftune.child import python_command
 from vftune.store.reads import ReadOnly, Reads
 
 WORKERS = min(2, os.cpu_count() or 1)
 ANSWER_S = 30.0  # a worker that takes longer is ended, and the client gets a 503
-PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])  # the directory holding vftune/
 
 
 class PagesUnavailable(Exception):
@@ -98,12 +97,9 @@ class _Worker:
     def __init__(self, path: str) -> None:
         ours, theirs = socket.socketpair()
         with theirs:
-            # -I: no working directory or environment on the path; this vftune's own directory
-            # goes first unless already there, so the worker runs the agent's own code.
             self.proc = subprocess.Popen(
-                [sys.executable, "-I", "-c", "import sys; r = sys.argv[1]; r in sys.path or sys.path.insert(0, r); "
-                 "from vftune.store.pages import serve; serve(sys.argv[2], int(sys.argv[3]))",
-                 PACKAGE_ROOT, path, str(theirs.fileno())],
+                python_command("from vftune.store.pages import serve; serve(sys.argv[2], int(sys.argv[3]))",
+                               path, str(theirs.fileno())),
                 pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL)
         self.conn = Connection(ours.detach())
 

@@ -109,6 +109,24 @@ class Reads:
         return int(self._rows(f"SELECT COUNT(*) AS n FROM {table}")[0]["n"])
 
 
+class History(Reads):
+    """The history as the API uses it: the reads, the file, why recording stopped (a full disk),
+    and a guest event's record. The agent's Store is one; the API's process has its own
+    (api/process.py), which reads the file itself and asks the agent to write."""
+
+    path: Path
+    degraded: str | None = None
+
+    @property
+    def on_disk(self) -> bool:
+        """A file other processes can open (not ":memory:")."""
+        return True
+
+    def record_guest_event(self, t: float, guest: str, uuid: str | None, operation: str,
+                           vfs: Sequence[str], source: str) -> int:
+        raise NotImplementedError
+
+
 class ReadOnly(Reads):
     """The history file opened for queries only, by a process that never writes it."""
 

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from vftune.store.db import Store
+from vftune.store.reads import History
 
 
-def vf_series(store: Store, since: float, until: float, bucket_s: float) -> dict[str, list[dict[str, Any]]]:
+def vf_series(store: History, since: float, until: float, bucket_s: float) -> dict[str, list[dict[str, Any]]]:
     """Per VF PCI address, oldest first: t (bucket end), itr (the last one set in the bucket; 0 =
     adaptive), throughput_bps (rx + tx), rx_bps, interrupts_per_s (None when the host saw none),
     guest_cpu."""
@@ -27,7 +27,7 @@ def vf_series(store: Store, since: float, until: float, bucket_s: float) -> dict
     return _grouped(rows, "pci")
 
 
-def pf_series(store: Store, since: float, until: float, bucket_s: float) -> dict[str, list[dict[str, Any]]]:
+def pf_series(store: History, since: float, until: float, bucket_s: float) -> dict[str, list[dict[str, Any]]]:
     """Per PF name, oldest first: t, rx_pps, napi_share (the share of the bucket's samples in NAPI),
     mode (the last mode in force in the bucket)."""
     rows = store._rows(

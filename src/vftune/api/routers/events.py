@@ -20,7 +20,7 @@ from vftune.api.deps import (
     store_reads,
     time_window,
 )
-from vftune.store.db import Store
+from vftune.store.reads import History
 
 router = APIRouter()
 
@@ -31,7 +31,7 @@ router = APIRouter()
                         403: {"model": models.ErrorBody},
                         413: {"model": models.ErrorBody}, 422: {"model": models.ErrorBody}})
 def guest_event(
-    event: models.GuestEventIn, handle: AgentHandle = Depends(agent), db: Store | None = Depends(store),
+    event: models.GuestEventIn, handle: AgentHandle = Depends(agent), db: History | None = Depends(store),
 ) -> Any:
     """A guest started or stopped (libvirt hook): re-read who owns which VF on the next tick."""
     if event.operation not in models.GUEST_OPERATIONS:
@@ -48,7 +48,7 @@ def guest_event(
 
 @router.get("/v1/events", response_model=list[models.GuestEventOut],
             responses={422: {"model": models.ErrorBody}})
-def guest_events(response: Response, w: Window = Depends(time_window), db: Store | None = Depends(store)) -> Any:
+def guest_events(response: Response, w: Window = Depends(time_window), db: History | None = Depends(store)) -> Any:
     """Newest `limit` events of the window, oldest first; X-Next-Cursor pages to older ones."""
     with store_reads:
         rows = db.guest_events(w.since, w.until, w.limit, w.cursor_id()) if db else []

@@ -22,8 +22,8 @@ from vftune.api.deps import (
     store_reads,
     time_window,
 )
-from vftune.store.db import Store
 from vftune.store.pages import PagesUnavailable, PageWorkers, vf_page_body
+from vftune.store.reads import History
 
 router = APIRouter()
 T = TypeVar("T")
@@ -38,7 +38,7 @@ def vf_history(
     vf: str = Path(pattern=PCI_ADDRESS, description="VF PCI address, 0000:03:10.0"),
     w: Window = Depends(time_window),
     handle: AgentHandle = Depends(agent),
-    db: Store | None = Depends(store),
+    db: History | None = Depends(store),
     workers: PageWorkers | None = Depends(page_workers),
 ) -> Any:
     """A page of the window, oldest first: the newest `limit` samples (raw, then 1-minute rows
@@ -63,7 +63,7 @@ def vf_history(
 @router.get("/v1/decisions", response_model=list[models.DecisionOut],
             responses={422: {"model": models.ErrorBody},
                        503: {"model": models.ErrorBody, "description": "no history worker answered in time"}})
-def decisions(w: Window = Depends(time_window), db: Store | None = Depends(store),
+def decisions(w: Window = Depends(time_window), db: History | None = Depends(store),
               workers: PageWorkers | None = Depends(page_workers)) -> Any:
     """Newest `limit` decisions of the window, oldest first; X-Next-Cursor pages to older ones."""
     if workers is not None:

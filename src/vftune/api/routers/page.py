@@ -17,7 +17,7 @@ from fastapi.responses import HTMLResponse
 
 from vftune.api.deps import AgentHandle, agent, store
 from vftune.model import AgentView, PfView, VfView
-from vftune.store.db import Store
+from vftune.store.reads import History
 from vftune.store.series import pf_series, vf_series
 from vftune.svg import Axis, Band, Series, chart, si
 
@@ -136,7 +136,7 @@ def _decisions(rows: list[dict[str, Any]]) -> str:
             f"<th>reason</th></tr>{body}</table>")
 
 
-def render(view: AgentView, db: Store | None, now: float) -> str:
+def render(view: AgentView, db: History | None, now: float) -> str:
     # The host's clock and the wall agree at start (Agent.wall), so this is the agent's age in host time.
     span_s = min(WINDOW_S, max(MIN_WINDOW_S, now - view.started))
     since = now - span_s
@@ -168,7 +168,7 @@ def render(view: AgentView, db: Store | None, now: float) -> str:
 
 
 @router.get("/", response_class=HTMLResponse, include_in_schema=False)
-def status_page(handle: AgentHandle = Depends(agent), db: Store | None = Depends(store)) -> HTMLResponse:
+def status_page(handle: AgentHandle = Depends(agent), db: History | None = Depends(store)) -> HTMLResponse:
     # No script at all, and nothing from elsewhere: the policy says so to the browser too.
     return HTMLResponse(render(handle.view(), db, handle.wall_now()),
                         headers={"Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'; img-src 'self'"})

@@ -16,13 +16,15 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from vftune.api import models
 from vftune.api.deps import PCI_ADDRESS, AgentHandle, agent, cached_view, store
-from vftune.store.db import Store
+from vftune.store.reads import History
 
 router = APIRouter()
 
 
+# The routes that only read the cached view are async: a sync route costs a hop to a worker
+# thread and back per request, more than the route itself.
 @router.get("/healthz", response_model=models.Health)
-def healthz(handle: AgentHandle = Depends(agent), db: Store | None = Depends(store)) -> Any:
+async def healthz(handle: AgentHandle = Depends(agent), db: History | None = Depends(store)) -> Any:
     view = cached_view(handle)
     age = None if view.last_tick_wall is None else time.time() - view.last_tick_wall
     # Stalled: no tick for three intervals of wall time (the sim may run faster, never slower).
@@ -41,7 +43,7 @@ def healthz(handle: AgentHandle = Depends(agent), db: Store | None = Depends(sto
 
 
 @router.get("/v1/host", response_model=models.HostOut)
-def host(handle: AgentHandle = Depends(agent)) -> Any:
+async def host(handle: AgentHandle = Depends(agent)) -> Any:
     return models.HostOut.model_validate(cached_view(handle))
 
 
@@ -102,7 +104,7 @@ async def vfs(request: Request, handle: AgentHandle = Depends(agent)) -> Any:
 
 
 @router.get("/v1/vfs/{vf}", response_model=models.VfDetail, responses={404: {"model": models.ErrorBody}})
-def vf_detail(
+async def vf_detail(
     vf: str = Path(pattern=PCI_ADDRESS, description="VF PCI address, 0000:03:10.0"),
     handle: AgentHandle = Depends(agent),
 ) -> Any:

@@ -1,0 +1,390 @@
+"""The API in a process of its own, away from the tick's GIL.
+
+In one interpreter every request waited for the tick: on the 126-VF fixture host the tick runs
+about 75 ms of Python a second, and a request's thread gets the GIL back only in slices, so
+GET /healthz, the cheapest route, had a p99 of 93 ms at 20 clients (README.md, "Crash safety and
+limits"). Here the agent's process keeps the tick, every host write and the store's writer; a
+child process serves the API on the socket the agent bound, with
+
+- the agent's view, pushed after every tick over a socket pair (pickled: both ends are this
+  same vftune),
+- the history read through its own read-only connections (and its own page workers),
+- the few calls that change the agent (an inventory refresh, the profiles, a guest event's
+  record) sent back and answered by a thread of the agent.
+
+The child ignores SIGINT and SIGTERM: the agent, which gets them too (a terminal's process group,
+systemd's cgroup), restores first and then tells the child to drain. The child ends when told,
+or when the agent's end of the pair closes (the agent died); the agent starts a new child if one
+dies while it runs. Connections that arrive meanwhile wait in the socket's backlog.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import logging
+import os
+import pickle
+import signal
+import socket
+import subprocess
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import Any
+
+from vftune.api.deps import AgentHandle
+from vftune.child import python_command
+from vftune.model import AgentView
+from vftune.store.reads import History, ReadOnly
+
+log = logging.getLogger("vftune.api")
+CALL_S = 10.0  # an agent that does not answer a call in this long gets the request a 503
+RESTART_S = (1.0, 30.0)  # first and longest wait before a dead API process is replaced
+FIRST_VIEW_S = 60.0  # a new API process waits this long for the agent's first view
+
+
+class AgentUnavailable(Exception):
+    """The agent did not answer a call in time, or the link to it is gone: a 503."""
+
+
+@dataclass(frozen=True)
+class ApiSettings:
+    """What the API process is started with (JSON on its command line; no secrets: the token
+    comes over the socket pair)."""
+
+    db: str | None  # the history file; None: no history (an in-memory store)
+    token_for_reads: bool
+    log_level: str
+    log_format: str
+    drain_s: float
+
+
+# -- the API process's side ------------------------------------------------------------------
+
+
+class RemoteAgent:
+    """The agent as the API process sees it: the last view pushed, the host's clock carried on
+    from the last tick, and calls sent back over the link (AgentHandle and the profiles)."""
+
+    def __init__(self, link: _Link) -> None:
+        self._link = link
+        self._view: AgentView | None = None
+        self._anchor = (0.0, 0.0, 1.0)  # host wall time at a push, monotonic time then, clock rate
+        self.ticks = -1
+        self.degraded: str | None = None
+        self.has_view = threading.Event()
+
+    def update(self, view: AgentView, wall: float, clock_rate: float, degraded: str | None) -> None:
+        self._anchor = (wall, time.monotonic(), clock_rate)
+        self._view, self.degraded = view, degraded
+        self.ticks = view.ticks
+        self.has_view.set()
+
+    def view(self) -> AgentView:
+        assert self._view is not None, "the API serves only after the first view"
+        return self._view
+
+    def wall_now(self) -> float:
+        """The host's clock now: a simulated host's may run faster than the wall (rate)."""
+        wall, at, rate = self._anchor
+        return wall + (time.monotonic() - at) * rate
+
+    def request_refresh(self, reason: str) -> None:
+        self._link.tell("request_refresh", reason)
+
+    def export_profiles(self) -> dict[str, Any] | None:
+        result: dict[str, Any] | None = self._link.call("export_profiles")
+        return result
+
+    def import_profiles(self, data: object) -> int:
+        return int(self._link.call("import_profiles", data))
+
+
+class LinkedHistory(History):
+    """The history file read through one read-only connection per API thread; a guest event is
+    recorded by the agent (the store has one writer)."""
+
+    def __init__(self, path: str, link: _Link) -> None:
+        self.path = Path(path)
+        self._link = link
+        self._local = threading.local()
+        self.degraded: str | None = None  # as the agent's store said at the last tick
+
+    def _tuples(self, sql: str, args: Sequence[Any] = ()) -> tuple[list[str], list[tuple[Any, ...]]]:
+        reads: ReadOnly | None = getattr(self._local, "reads", None)
+        if reads is None:
+            reads = self._local.reads = ReadOnly(self.path)
+        return reads._tuples(sql, args)
+
+    def record_guest_event(self, t: float, guest: str, uuid: str | None, operation: str,
+                           vfs: Sequence[str], source: str) -> int:
+        return int(self._link.call("record_guest_event", t, guest, uuid, operation, list(vfs), source))
+
+
+class _Link:
+    """The API process's end of the socket pair: calls out, answers and views in."""
+
+    def __init__(self, conn: Connection) -> None:
+        self.conn = conn
+        self._send_lock = threading.Lock()
+        self._numbers = itertools.count(1)
+        self._waiting: dict[int, list[Any]] = {}  # call number -> [Event, outcome]
+        self._waiting_lock = threading.Lock()
+        self.closed = threading.Event()
+
+    def _send(self, message: tuple[Any, ...]) -> None:
+        try:
+            with self._send_lock:
+                self.conn.send(message)
+        except OSError:
+            raise AgentUnavailable("the agent's process is gone") from None
+
+    def tell(self, name: str, *args: Any) -> None:
+        self._send(("tell", name, args))
+
+    def call(self, name: str, *args: Any) -> Any:
+        number = next(self._numbers)
+        slot: list[Any] = [threading.Event(), None]
+        with self._waiting_lock:
+            self._waiting[number] = slot
+        try:
+            self._send(("call", number, name, args))
+            if not slot[0].wait(CALL_S) or slot[1] is None:
+                raise AgentUnavailable(f"the agent did not answer {name} within {CALL_S:g} s")
+        finally:
+            with self._waiting_lock:
+                self._waiting.pop(number, None)
+        kind, value = slot[1]
+        if kind == "ok":
+            return value
+        raise _ERRORS.get(kind, AgentUnavailable)(value)
+
+    def answered(self, number: int, kind: str, value: Any) -> None:
+        with self._waiting_lock:
+            slot = self._waiting.get(number)
+        if slot is not None:
+            slot[1] = (kind, value)
+            slot[0].set()
+
+    def fail_all(self) -> None:
+        self.closed.set()
+        with self._waiting_lock:
+            for slot in self._waiting.values():
+                slot[0].set()  # outcome None: AgentUnavailable
+
+
+# The errors a call may raise that the API turns into a response of its own (404, 422).
+_ERRORS: dict[str, type[Exception]] = {"LookupError": LookupError, "ValueError": ValueError}
+
+
+def serve(conn_fd: int, listen_fd: int, settings_json: str) -> None:
+    """The API process: wait for the agent's first view and the token, then serve until told to
+    drain or the agent is gone."""
+    import uvicorn
+
+    from vftune.api.app import create_app
+    from vftune.logsetup import setup_logging
+
+    # The agent gets these too and decides when this process drains.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    settings = ApiSettings(**json.loads(settings_json))
+    setup_logging(settings.log_level, settings.log_format)
+    link = _Link(Connection(conn_fd))
+    agent = RemoteAgent(link)
+    history = LinkedHistory(settings.db, link) if settings.db else None
+    token: list[str] = []
+    server: list[uvicorn.Server] = []
+    gone = threading.Event()
+
+    def receive() -> None:
+        while True:
+            try:
+                message = link.conn.recv()
+            except (EOFError, OSError):
+                break
+            kind = message[0]
+            if kind == "view":
+                agent.update(*message[1:])
+                if history is not None:
+                    history.degraded = agent.degraded
+            elif kind == "reply":
+                link.answered(*message[1:])
+            elif kind == "token":
+                token.append(message[1])
+            elif kind == "drain":
+                break
+        link.fail_all()
+        gone.set()
+        if server:
+            server[0].should_exit = True
+
+    threading.Thread(target=receive, name="vftune-api-link", daemon=True).start()
+    if not agent.has_view.wait(FIRST_VIEW_S) or not token:
+        log.error("API process: no view from the agent within %g s; exiting", FIRST_VIEW_S)
+        os._exit(1)
+    if gone.is_set():  # drained (or the agent died) before serving anything
+        os._exit(0)
+    app = create_app(agent, history, token=token[0], token_for_reads=settings.token_for_reads,
+                     agent_pid=os.getppid())
+
+    class Server(uvicorn.Server):
+        def handle_exit(self, sig: int, frame: Any) -> None:  # the agent says when
+            pass
+
+    server.append(Server(uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off",
+                                        timeout_graceful_shutdown=max(1, int(settings.drain_s)),
+                                        timeout_keep_alive=2)))
+    if gone.is_set():
+        os._exit(0)
+    def exit_after_drain() -> None:
+        # A drain that outlasts its time (a request stuck in a page) does not keep the process.
+        gone.wait()
+        time.sleep(settings.drain_s + 1.0)
+        os._exit(0)
+
+    threading.Thread(target=exit_after_drain, name="vftune-api-deadline", daemon=True).start()
+    try:
+        server[0].run(sockets=[socket.socket(fileno=listen_fd)])
+    finally:
+        if app.state.page_workers is not None:
+            app.state.page_workers.close()
+        logging.shutdown()
+    os._exit(0)
+
+
+# -- the agent's side ------------------------------------------------------------------------
+
+
+class _Child:
+    def __init__(self, sock: socket.socket, settings: ApiSettings) -> None:
+        ours, theirs = socket.socketpair()
+        # Only the agent talks to systemd (NotifyAccess=main).
+        env = {k: v for k, v in os.environ.items() if k not in ("NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID")}
+        with theirs:
+            self.proc = subprocess.Popen(
+                python_command("from vftune.api.process import serve; serve(int(sys.argv[2]), int(sys.argv[3]), "
+                               "sys.argv[4])", str(theirs.fileno()), str(sock.fileno()), json.dumps(asdict(settings))),
+                pass_fds=[theirs.fileno(), sock.fileno()], stdin=subprocess.DEVNULL, env=env)
+        self.conn = Connection(ours.detach())
+        self.send_lock = threading.Lock()
+        self.started = time.monotonic()
+
+    def send(self, message: tuple[Any, ...]) -> bool:
+        try:
+            with self.send_lock:
+                self.conn.send(message)
+            return True
+        except OSError:  # it is gone; supervise() starts another
+            return False
+
+
+class ApiProcess:
+    """Starts the API process, keeps it fed with views, answers its calls, replaces it if it
+    dies, and drains it on stop. `agent` is the AgentHandle with the profiles (Agent)."""
+
+    def __init__(self, sock: socket.socket, settings: ApiSettings, token: str, agent: Any,
+                 history: History | None, clock_rate: float = 1.0) -> None:
+        self.sock, self.settings, self.token = sock, settings, token
+        self.agent: AgentHandle = agent
+        self._agent = agent
+        self.history = history
+        # The host's clock against the wall: a simulated host's sleeps `speed` times faster;
+        # one that never waits (inf) is known only at its ticks.
+        self.clock_rate = clock_rate if clock_rate != float("inf") else 0.0
+        self._ticked = threading.Event()
+        self._draining = threading.Event()
+        self._child = self._spawn()
+        threading.Thread(target=self._push, name="vftune-api-views", daemon=True).start()
+
+    def tick(self) -> None:
+        """After every tick (Agent.heartbeat): the API's view is pushed on."""
+        self._ticked.set()
+
+    def _spawn(self) -> _Child:
+        child = _Child(self.sock, self.settings)
+        child.send(("token", self.token))
+        threading.Thread(target=self._answer, args=(child,), name="vftune-api-calls", daemon=True).start()
+        self._ticked.set()  # its first view
+        return child
+
+    def _push(self) -> None:
+        while True:
+            self._ticked.wait()
+            self._ticked.clear()
+            if self._draining.is_set():
+                return
+            view = self.agent.view()
+            degraded = self.history.degraded if self.history is not None else None
+            self._child.send(("view", view, self.agent.wall_now(), self.clock_rate, degraded))
+
+    def _answer(self, child: _Child) -> None:
+        """The API process's calls, one at a time, until it is gone."""
+        while True:
+            try:
+                message = child.conn.recv()
+            except (EOFError, OSError, pickle.UnpicklingError):
+                return
+            if message[0] == "tell" and message[1] == "request_refresh":
+                self.agent.request_refresh(*message[2])
+                continue
+            if message[0] != "call":
+                continue
+            _, number, name, args = message
+            try:
+                if name == "record_guest_event":
+                    value: Any = self.history.record_guest_event(*args) if self.history is not None else 0
+                elif name == "export_profiles":
+                    value = self._agent.export_profiles()
+                elif name == "import_profiles":
+                    value = self._agent.import_profiles(*args)
+                else:
+                    raise LookupError(f"no call {name!r}")
+                reply: tuple[Any, ...] = ("reply", number, "ok", value)
+            except (LookupError, ValueError) as exc:
+                reply = ("reply", number, "LookupError" if isinstance(exc, LookupError) else "ValueError", str(exc))
+            except Exception as exc:
+                log.error("API call %s failed: %s: %s", name, type(exc).__name__, exc)
+                reply = ("reply", number, "error", f"{name} failed in the agent: {type(exc).__name__}")
+            child.send(reply)
+
+    def supervise(self) -> None:
+        """Until drained: wait for the API process, and replace it when it dies (waiting longer
+        each time it dies young)."""
+        delay = RESTART_S[0] / 2  # doubled below: the first wait is RESTART_S[0]
+        while True:
+            child = self._child
+            code = child.proc.wait()
+            if self._draining.is_set():
+                return
+            lived = time.monotonic() - child.started
+            delay = RESTART_S[0] if lived > 60.0 else min(delay * 2, RESTART_S[1])
+            log.warning("API process %d exited (%s) after %.0f s; starting another in %g s", child.proc.pid,
+                        f"signal {-code}" if code < 0 else f"status {code}", lived, delay)
+            child.conn.close()
+            if self._draining.wait(delay):
+                return
+            self._child = self._spawn()
+
+    def kill(self) -> None:
+        """The last resort of a stop whose drain outlasts the exit deadline."""
+        self._draining.set()
+        self._child.proc.kill()
+
+    def drain(self, within_s: float) -> None:
+        """Stop taking requests and finish those in flight, within_s at most."""
+        self._draining.set()
+        self._ticked.set()  # ends the pusher
+        child = self._child
+        child.send(("drain",))
+        try:
+            child.proc.wait(within_s)
+        except subprocess.TimeoutExpired:
+            log.warning("API process did not drain within %g s: ended", within_s)
+            child.proc.kill()
+            child.proc.wait()
+        child.conn.close()
