@@ -279,8 +279,15 @@ def run(config: RunConfig, host_factory: Callable[[RunConfig, Journal], HostDriv
     # tick's Python, nor the tick for theirs.
     settings = ApiSettings(db=str(store.path) if store.on_disk else None, token_for_reads=public,
                            log_level=config.log_level, log_format=config.log_format, drain_s=DRAIN_S)
-    api = ApiProcess(sock, settings, token, agent, store if store.on_disk else None,
-                     clock_rate=float(getattr(host, "speed", 1.0)))
+    try:
+        api = ApiProcess(sock, settings, token, agent, store if store.on_disk else None,
+                         clock_rate=float(getattr(host, "speed", 1.0)))
+    except OSError as exc:  # no process to be had (a limit on processes, memory): undo and say so
+        log.error("cannot start the API process: %s; restoring and stopping", exc)
+        agent.shutdown()
+        host.close()
+        journal.close()
+        fail(f"cannot start the API process: {exc}", 1)
     # Everything built so far (modules, the inventory) lives as long as the process: the
     # collector need not walk it again at every full collection, a stall of the tick.
     gc.collect()
