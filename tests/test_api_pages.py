@@ -3,6 +3,9 @@ a VF's history pages (schema, cursor paging across the raw and 1-minute rows).""
 
 from __future__ import annotations
 
+import threading
+import time
+
 import psutil
 import pytest
 from fastapi.testclient import TestClient
@@ -128,3 +131,39 @@ def test_a_worker_that_stops_answering_is_ended_and_the_next_page_gets_a_new_one
         assert workers.vf_page({}, pci, 0, now, 5, False) == first, "a new worker answers"
     finally:
         workers.close()
+
+
+def test_requests_waiting_for_a_worker_get_one_in_order_of_arrival(tmp_path):
+    """A page asked first is read first: one asked just as a worker comes free does not jump the
+    queue (that made the unlucky requests of 20 clients wait several pages' time)."""
+    Store(tmp_path / "h.db").close()
+    workers = PageWorkers(tmp_path / "h.db", workers=1)
+    served: list[int] = []
+    held = workers._take()  # the only worker, busy
+    try:
+        threads = []
+        for n in range(5):
+            def wait_turn(n: int = n) -> None:
+                worker = workers._take()
+                served.append(n)
+                workers._give_back(worker)
+
+            threads.append(threading.Thread(target=wait_turn))
+            threads[-1].start()
+            _until(lambda n=n: len(workers._waiting) == n + 1)  # each is queued before the next arrives
+        workers._give_back(held)
+        late = workers._take()  # arrives after all five: served after them
+        served.append(5)
+        workers._give_back(late)
+        for t in threads:
+            t.join(10)
+        assert served == [0, 1, 2, 3, 4, 5]
+    finally:
+        workers.close()
+
+
+def _until(condition, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "condition not reached"
+        time.sleep(0.01)
