@@ -153,6 +153,25 @@ class PageWorkers:
         self._waiting: collections.deque[_Turn] = collections.deque()
         self._lock = threading.Lock()
 
+    def prestart(self) -> None:
+        """Start every worker now, in the background, rather than at the first pages: each takes
+        about 0.2 s to start, and 20 clients' first pages all waited for it."""
+
+        def start_all() -> None:
+            for _ in range(self.workers):
+                with self._lock:
+                    if self._closed or self._started >= self.workers:
+                        return
+                    self._started += 1
+                try:
+                    worker = _Worker(self.path)
+                except OSError:
+                    self._give_back(None)
+                    return
+                self._give_back(worker)
+
+        threading.Thread(target=start_all, name="vftune-pages-start", daemon=True).start()
+
     def _take(self) -> _Worker:
         with self._lock:
             if self._closed:
