@@ -152,6 +152,8 @@ class _Link:
         self._send(("tell", name, args))
 
     def call(self, name: str, *args: Any) -> Any:
+        if self.closed.is_set():
+            raise AgentUnavailable("the agent's process is gone")
         number = next(self._numbers)
         slot: list[Any] = [threading.Event(), None]
         with self._waiting_lock:
