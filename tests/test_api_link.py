@@ -1,0 +1,106 @@
+"""The API process's link to the agent (api/process.py) over a real socket pair: calls, the errors
+that become the API's own responses, an agent that does not answer or is gone, and the host's
+clock carried on between views."""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+import time
+from multiprocessing.connection import Connection
+
+import pytest
+
+from vftune.api import process
+from vftune.api.process import AgentUnavailable, RemoteAgent, _Link
+from vftune.model import AgentView, Capabilities
+
+
+class FakeAgentEnd:
+    """The agent's end: answers each call with `answer(name, args)` -> (kind, value), or not at all."""
+
+    def __init__(self, answer) -> None:  # type: ignore[no-untyped-def]
+        ours, theirs = socket.socketpair()
+        self.conn = Connection(ours.detach())
+        self.link = _Link(Connection(theirs.detach()))
+        self.told: list[tuple[str, tuple]] = []
+        self.answer = answer
+        threading.Thread(target=self._serve, daemon=True).start()
+        threading.Thread(target=self._replies, daemon=True).start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                message = self.conn.recv()
+            except (EOFError, OSError):
+                return
+            if message[0] == "tell":
+                self.told.append((message[1], message[2]))
+            elif message[0] == "call":
+                _, number, name, args = message
+                outcome = self.answer(name, args)
+                if outcome is not None:
+                    self.conn.send(("reply", number, *outcome))
+
+    def _replies(self) -> None:
+        """The API process's receiving thread, as serve() runs it."""
+        while True:
+            try:
+                message = self.link.conn.recv()
+            except (EOFError, OSError):
+                self.link.fail_all()
+                return
+            self.link.answered(*message[1:])
+
+
+def test_a_call_returns_the_agents_value_and_raises_the_errors_the_api_answers_itself() -> None:
+    def answer(name, args):  # type: ignore[no-untyped-def]
+        return {"import_profiles": ("ValueError", "version: must be 1"),
+                "export_profiles": ("LookupError", "no memory"),
+                "record_guest_event": ("ok", 7)}.get(name, ("error", "boom failed in the agent"))
+
+    end = FakeAgentEnd(answer)
+    agent = RemoteAgent(end.link)
+    assert end.link.call("record_guest_event", 1.0, "g", None, "started", [], "hook") == 7
+    with pytest.raises(ValueError, match="version: must be 1"):  # a 422
+        agent.import_profiles({})
+    with pytest.raises(LookupError, match="no memory"):  # a 404
+        agent.export_profiles()
+    with pytest.raises(AgentUnavailable, match="boom"):  # a 503, never a 500
+        end.link.call("anything")
+
+
+def test_an_agent_that_does_not_answer_or_is_gone_is_a_503(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(process, "CALL_S", 0.2)
+    end = FakeAgentEnd(lambda name, args: None)
+    with pytest.raises(AgentUnavailable, match="did not answer export_profiles"):
+        RemoteAgent(end.link).export_profiles()
+    # The agent's process ends: its end of the pair shuts (a close would wait for its reader).
+    socket.socket(fileno=os.dup(end.conn.fileno())).shutdown(socket.SHUT_RDWR)
+    assert end.link.closed.wait(5)
+    started = time.monotonic()
+    with pytest.raises(AgentUnavailable, match="gone"):
+        end.link.call("export_profiles")
+    assert time.monotonic() - started < 0.2, "no wait for an agent known to be gone"
+
+
+def test_a_refresh_is_told_not_asked_and_the_clock_runs_at_the_hosts_rate() -> None:
+    end = FakeAgentEnd(lambda name, args: None)
+    agent = RemoteAgent(end.link)
+    agent.request_refresh("hook: web-1 started")
+    deadline = time.monotonic() + 5
+    while not end.told and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert end.told == [("request_refresh", ("hook: web-1 started",))]
+
+    view = AgentView(backend="sim", detail="", started=0.0, interval_s=0.5, ticks=3, last_tick_wall=None,
+                     capabilities=Capabilities(backend="sim"), pfs=(), vfs=(), ignored=(), cost_model={})
+    agent.update(view, wall=1000.0, clock_rate=50.0, degraded=None)  # a simulated host at speed 50
+    before = time.monotonic()
+    now = agent.wall_now()
+    elapsed = time.monotonic() - before
+    assert agent.ticks == 3 and agent.view() is view
+    assert 1000.0 <= now <= 1000.0 + 50.0 * (elapsed + 0.5)
+    agent.update(view, wall=2000.0, clock_rate=0.0, degraded="disk full")  # a host that never waits
+    assert agent.wall_now() == 2000.0 and agent.degraded == "disk full"
