@@ -24,7 +24,7 @@ class FakeAgentEnd:
         ours, theirs = socket.socketpair()
         self.conn = Connection(ours.detach())
         self.link = _Link(Connection(theirs.detach()))
-        self.told: list[tuple[str, tuple]] = []
+        self.told: list[tuple[str, tuple[object, ...]]] = []
         self.answer = answer
         threading.Thread(target=self._serve, daemon=True).start()
         threading.Thread(target=self._replies, daemon=True).start()
