@@ -228,15 +228,17 @@ def serve(conn_fd: int, listen_fd: int, settings_json: str) -> None:
                 break
         link.fail_all()
         gone.set()
+        agent.has_view.set()  # wakes a start still waiting for its first view
         if server:
             server[0].should_exit = True
 
     threading.Thread(target=receive, name="vftune-api-link", daemon=True).start()
-    if not agent.has_view.wait(FIRST_VIEW_S) or not token:
-        log.error("API process: no view from the agent within %g s; exiting", FIRST_VIEW_S)
-        os._exit(1)
+    agent.has_view.wait(FIRST_VIEW_S)
     if gone.is_set():  # drained (or the agent died) before serving anything
         os._exit(0)
+    if agent.ticks < 0 or not token:
+        log.error("API process: no view from the agent within %g s; exiting", FIRST_VIEW_S)
+        os._exit(1)
     app = create_app(agent, history, token=token[0], token_for_reads=settings.token_for_reads,
                      agent_pid=os.getppid())
 
