@@ -7,22 +7,14 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent / "fixtures"))
-from netlink_wire import CountingHost, VfCounts, link_reply
+from netlink_wire import CountingHost, link_reply
 
 
 def encoded(host: CountingHost, ifname: str, tick: int) -> bytes:
-    """What CountingHost replied before it had templates: link_reply for the same counts."""
-    ifindex, numvfs = host.pfs[ifname]
-    vfs = {}
-    for n in range(numvfs):
-        if (ifname, n) in host.missing:
-            continue
-        step = 0 if (ifname, n) in host.frozen else tick
-        pps = host.rate(ifname, n)
-        vfs[n] = VfCounts(pps * step, pps * step * 1400, pps * step // 2, pps * step * 80)
+    """What CountingHost replied before it had templates: pyroute2's encoding of the same counts."""
+    vfs, macs = host.counts(ifname, tick)
     total = sum(v.rx_packets for v in vfs.values())
-    macs = {n: mac for (pf, n), mac in host.macs.items() if pf == ifname}
-    return link_reply(ifname, ifindex, (total, total * 1400), vfs, sequence=tick, macs=macs)
+    return link_reply(ifname, host.pfs[ifname][0], (total, total * 1400), vfs, sequence=tick, macs=macs)
 
 
 def test_template_replies_equal_the_encoders_across_ticks_and_changes() -> None:
