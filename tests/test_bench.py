@@ -35,7 +35,9 @@ def test_json_lists_every_policy_with_the_documented_scores_and_the_targets():
         assert 0 < r["cpu"] < 1 and r["vf_min"] <= r["vf_geomean"]
     by = {r["policy"]: r for r in results}
     assert by["oracle"]["vf_geomean"] == by["oracle"]["throughput_ratio"] == 1.0
-    assert by["default"]["cpu_per_gbps_vs_default"] == 1.0
+    assert by["default"]["cpu_per_gbps_vs_default"] == 1.0 and by["default"]["vf_cpu_per_bit_vs_default"] == 1.0
+    # Each VF's own CPU per bit, from the simulator's per-VF CPU: a fixed 100000/s costs more.
+    assert by["fixed-100000"]["vf_cpu_per_bit_vs_default"] > 1.0
     assert by["fixed-20000"]["converge_s"] <= 1 and by["fixed-20000"]["changes_per_min"] == 0
     assert by["vftune"]["unasked_changes"] == 0
     assert body["oracle_warnings"] == []

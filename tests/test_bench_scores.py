@@ -128,3 +128,29 @@ def test_guest_run_default_follows_a_load_change_within_a_fraction_of_a_second()
         assert bits == pytest.approx(live, rel=1e-9)
         assert 0 < sum(t.delivered_bits for t in sim.tally[i]) < bits  # frames carry headers
         assert sim.tally[i][1].seconds == pytest.approx(0.3)
+
+
+def test_per_vf_cpu_per_bit_is_reported_apart_from_the_mix_of_bits():
+    # The policy serves the request/response VF better (twice its transactions, so twice its
+    # costly bits) at the same CPU per bit on each VF: the scenario's CPU per Gb rises against
+    # the default's, each VF's own CPU per bit does not.
+    def with_cpu(cell: Cell, cpu_s_per_gbit: float) -> Cell:
+        cell.cpu_s = cpu_s_per_gbit * cell.delivered_bits / 1e9
+        return cell
+
+    default_cells = {("big", 0): with_cpu(bulk(8.0), 0.2), ("small", 0): with_cpu(rr(60.0), 5.0)}
+    better_cells = {("big", 0): with_cpu(bulk(8.0), 0.2), ("small", 0): with_cpu(rr(30.0, tps=40_000.0), 5.0)}
+    costly_cells = {("big", 0): with_cpu(bulk(8.0), 0.3), ("small", 0): with_cpu(rr(60.0), 5.0)}
+
+    def total_cpu(cells: dict[tuple[str, int], Cell]) -> float:
+        return sum(c.cpu_s for c in cells.values()) / 100.0
+
+    oracle = pair("oracle", {("big", 0): bulk(9.0), ("small", 0): rr(25.0)})
+    default = pair("default", default_cells, cpu=total_cpu(default_cells))
+    better = pair("better", better_cells, cpu=total_cpu(better_cells))
+    costly = pair("costly", costly_cells, cpu=total_cpu(costly_cells))
+    score([oracle, default, better, costly])
+    assert better.cpu_per_gbps_vs_default > 1.01  # the mix of bits moved ...
+    assert better.vf_cpu_per_bit_vs_default == pytest.approx(1.0)  # ... no VF's own cost did
+    assert costly.vf_cpu_per_bit_vs_default == pytest.approx(math.sqrt(1.5))  # one VF +50%
+    assert default.as_dict()["vf_cpu_per_bit_vs_default"] == 1.0

@@ -37,12 +37,14 @@ class Tally:
     transactions: float = 0.0
     latency_s: float = 0.0  # sum of mean response time x transactions
     p99_s: float = 0.0  # sum of p99 x transactions
+    cpu_s: float = 0.0  # the VF's network CPU: its guest's receive path and the host's irq work
 
     def add(self, rates: Any, h: float) -> None:
         self.seconds += h
         self.bits += (rates.rx_Bps + rates.tx_Bps) * 8.0 * h
         self.delivered_bits += rates.delivered_bps * h
         self.interrupts += rates.interrupts_per_s * h
+        self.cpu_s += (getattr(rates, "guest_cpu", 0.0) + getattr(rates, "host_cpu", 0.0)) * h
         mean = getattr(rates, "latency_mean_s", None)
         if mean:
             n = rates.tx_pps * h  # one response per transaction

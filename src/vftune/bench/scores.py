@@ -12,6 +12,11 @@ Scores (the simulator's own rates, not what the agent estimated; groundtruth.Tal
 - cpu: network CPU as a share of the host's cores (guests' receive paths + host irq/softirq),
   the sweep's definition; cpu_per_gbps_vs_default: (cpu / Gb/s) over the default's in the
   same scenario and seed (below 1: cheaper per bit than the guests' own adaptive ITR);
+  vf_cpu_per_bit_vs_default (reporting only, no target): the geometric mean over VFs of each
+  VF's own CPU per delivered bit (its guest's receive path and the host's irq work for its
+  interrupts) over the default's for the same VF. cpu_per_gbps_vs_default counts all VFs
+  together, so serving a request/response VF better (more of its costly bits) raises it even
+  where no VF's own CPU per bit rose; this figure does not move with that mix;
 - latency_us_mean, latency_us_p99: request/response VFs only: the transaction-weighted mean
   response time, and the worst VF's p99 (each step's p99, transaction-weighted);
 - converge_s / converge_probes (cold) and reconverge_s / reconverge_probes (after each phase
@@ -129,6 +134,7 @@ class Cell:
     transactions: float = 0.0
     latency_s: float = 0.0
     p99_s: float = 0.0
+    cpu_s: float = 0.0
 
     def add(self, t: Tally) -> None:
         self.seconds += t.seconds
@@ -137,6 +143,7 @@ class Cell:
         self.transactions += t.transactions
         self.latency_s += t.latency_s
         self.p99_s += t.p99_s
+        self.cpu_s += t.cpu_s
 
     @property
     def merit(self) -> float:
@@ -148,8 +155,9 @@ class Cell:
 
 MIN_RATIO = 1e-6  # a VF that got nothing scores this, not log(0)
 ORACLE_SLACK = 0.01  # a policy above the oracle by more than this (run noise) shows it is wrong
-SCORES = ("throughput_ratio", "vf_geomean", "vf_min", "cpu", "cpu_per_gbps_vs_default", "latency_us_mean",
-          "latency_us_p99", "converge_s", "reconverge_s", "changes_per_min", "interrupts_per_s", "throughput_gbps")
+SCORES = ("throughput_ratio", "vf_geomean", "vf_min", "cpu", "cpu_per_gbps_vs_default", "vf_cpu_per_bit_vs_default",
+          "latency_us_mean", "latency_us_p99", "converge_s", "reconverge_s", "changes_per_min", "interrupts_per_s",
+          "throughput_gbps")
 
 
 @dataclass
@@ -174,6 +182,7 @@ class PairResult:
     vf_min: float = math.nan
     vf_scores: dict[str, float] = field(default_factory=dict)
     cpu_per_gbps_vs_default: float | None = None
+    vf_cpu_per_bit_vs_default: float | None = None
     run_s: float = 0.0  # CPU seconds the run took (for the bench's own time budget)
 
     @property
@@ -203,6 +212,7 @@ class PairResult:
             "vf_min": _round(self.vf_min, 4),
             "cpu": _round(self.cpu, 4),
             "cpu_per_gbps_vs_default": _round(self.cpu_per_gbps_vs_default, 4),
+            "vf_cpu_per_bit_vs_default": _round(self.vf_cpu_per_bit_vs_default, 4),
             "latency_us_mean": _round(self.latency_us_mean, 2),
             "latency_us_p99": _round(self.latency_us_p99, 2),
             "interrupts_per_s": _round(self.interrupts_per_s, 0),
@@ -255,6 +265,28 @@ def score(results: list[PairResult]) -> None:
                 r.vf_min = min(values) if values else math.nan
             if default is not None and r.throughput_bps > 0 and default.throughput_bps > 0 and default.cpu > 0:
                 r.cpu_per_gbps_vs_default = (r.cpu / r.throughput_bps) / (default.cpu / default.throughput_bps)
+            if default is not None:
+                r.vf_cpu_per_bit_vs_default = vf_cpu_per_bit_ratio(r.cells, default.cells)
+
+
+def _cpu_per_bit(cells: dict[tuple[str, int], Cell]) -> dict[str, float]:
+    """Each VF's network CPU seconds per delivered bit over the whole run (idle VFs left out)."""
+    sums: dict[str, list[float]] = {}
+    for (pci, _), c in cells.items():
+        total = sums.setdefault(pci, [0.0, 0.0, 0.0])
+        total[0] += c.cpu_s
+        total[1] += c.delivered_bits
+        total[2] += c.seconds
+    return {pci: cpu / bits for pci, (cpu, bits, seconds) in sums.items()
+            if cpu > 0 and seconds > 0 and bits / seconds >= IDLE_BPS}
+
+
+def vf_cpu_per_bit_ratio(cells: dict[tuple[str, int], Cell], default: dict[tuple[str, int], Cell]) -> float | None:
+    """Geometric mean over VFs of each VF's CPU per delivered bit over the default's (None: no VF
+    busy under both)."""
+    ours, theirs = _cpu_per_bit(cells), _cpu_per_bit(default)
+    ratios = [ours[pci] / theirs[pci] for pci in ours if pci in theirs]
+    return geomean(ratios) if ratios else None
 
 
 T_975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262}
