@@ -17,7 +17,7 @@ systemd's cgroup), restores first and then tells the child to drain. The child e
 or when the agent's end of the pair closes (the agent died); the agent starts a new child if one
 dies while it runs. Connections that arrive meanwhile wait in the socket's backlog.
 
-The price: a second interpreter with FastAPI and uvicorn, about 53 MB resident
+The price: a second interpreter with FastAPI and uvicorn, about 55 MB resident
 (bench/linux_sampling.py); the agent's own process no longer loads them.
 """
 
