@@ -157,7 +157,7 @@ class BodyLimit:
 
 @asynccontextmanager
 async def _closing_workers(app: FastAPI) -> AsyncIterator[None]:
-    """Where an ASGI server runs the lifespan (cli/run.py closes them itself)."""
+    """Where an ASGI server runs the lifespan (api/process.py closes them itself)."""
     yield
     if app.state.page_workers is not None:
         app.state.page_workers.close()

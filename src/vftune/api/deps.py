@@ -36,7 +36,7 @@ class AgentHandle(Protocol):
     def request_refresh(self, reason: str) -> None: ...
 
 
-# History queries in the agent's process (the pages of a file-backed store are read by
+# History queries in the API's process (the pages of a file-backed store are read by
 # store/pages.py's workers instead) one at a time: each row's SQLite step drops and retakes the
 # GIL, so concurrent readers only trade it back and forth and starve the event loop (and a
 # SIGTERM); the rest wait without using the CPU.

@@ -3,8 +3,8 @@
 In one interpreter every request waited for whatever Python the agent ran (the tick, a
 collection), and a request's thread gets the GIL back only in slices: GET /healthz, the cheapest
 route, had a p99 of 93 ms at 20 clients (README.md, "Crash safety and limits"). In its own
-process the API waits only for the CPU. Here the agent's process keeps the tick, every host write and the store's writer; a
-child process serves the API on the socket the agent bound, with
+process the API waits only for the CPU. The agent's process keeps the tick, every host write and
+the store's writer; a child process serves the API on the socket the agent bound, with
 
 - the agent's view, pushed after every tick over a socket pair (pickled: both ends are this
   same vftune),

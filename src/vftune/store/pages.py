@@ -1,15 +1,16 @@
-"""History pages read and turned into JSON in worker processes, away from the agent's GIL.
+"""History pages read and turned into JSON in worker processes, away from the API's GIL.
 
 Python's sqlite3 drops and retakes the GIL at every row it steps. While any other thread of the
-agent runs Python (the tick, the event loop, another request), each retake waits for that thread
-to give the GIL up, up to the 5-ms switch interval: a 1000-row page that costs 4-6 ms alone took
-230 ms beside one busy thread (measured on this 2-core machine). A worker process has no such
-neighbour, and two of them use both cores; the agent's process only waits on a socket.
+process runs Python (the event loop, another request; the tick, when the API shared the agent's
+process), each retake waits for that thread to give the GIL up, up to the 5-ms switch interval:
+a 1000-row page that costs 4-6 ms alone took 230 ms beside one busy thread (measured on this
+2-core machine). A worker process has no such neighbour, and two of them use both cores; the
+API's process only waits on a socket.
 
 Each worker is a fresh interpreter running serve(), answering one request at a time on its end
 of a socket pair (multiprocessing's framing): not multiprocessing's own pools, whose "spawn"
-re-runs the parent's main script in every worker. A worker exits when the agent closes its end,
-or the agent ends.
+re-runs the parent's main script in every worker. A worker exits when the API process closes its
+end, or ends.
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ class PagesUnavailable(Exception):
 # -- the worker's side ---------------------------------------------------------
 
 
-Answer = tuple[list[Any], bytes]  # small values for the agent, and a response body as it is sent
+Answer = tuple[list[Any], bytes]  # small values for the API, and a response body as it is sent
 
 
 def vf_page_body(reads: Reads, head: dict[str, Any], pci: str, since: float, until: float, limit: int,
@@ -68,9 +69,12 @@ OPERATIONS: dict[str, Callable[..., Answer]] = {"vf_page": _vf_page, "decisions"
 
 
 def serve(path: str, fd: int) -> None:
-    """Answer requests until the agent closes its end. A reply is two messages: a JSON header
-    (the small values, or what went wrong) and the body, so the agent sends it on uncopied."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C stops the agent, which then closes this
+    """Answer requests until the API process closes its end. A reply is two messages: a JSON
+    header (the small values, or what went wrong) and the body, so the API sends it on uncopied."""
+    # A terminal's Ctrl-C or systemd's cgroup-wide SIGTERM reach this process too: the API
+    # process, which the agent drains after its restore, closes this when it is done.
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_IGN)
     conn = Connection(fd)
     reads: ReadOnly | None = None
     while True:
@@ -82,16 +86,16 @@ def serve(path: str, fd: int) -> None:
             reads = reads or ReadOnly(path)
             small, body = OPERATIONS[op](reads, *args)
             header = orjson.dumps({"small": small})
-        except Exception as exc:  # told to the agent, which answers 503
+        except Exception as exc:  # told to the API, which answers 503
             header, body = orjson.dumps({"error": f"{type(exc).__name__}: {exc}"}), b""
         try:
             conn.send_bytes(header)
             conn.send_bytes(body)
-        except OSError:  # the agent is gone
+        except OSError:  # the API process is gone
             return
 
 
-# -- the agent's side ----------------------------------------------------------
+# -- the API process's side ----------------------------------------------------
 
 
 class _Worker:
@@ -175,7 +179,7 @@ class PageWorkers:
     def _take(self) -> _Worker:
         with self._lock:
             if self._closed:
-                raise PagesUnavailable("the agent is stopping")
+                raise PagesUnavailable("the API is stopping")
             turn: _Turn | None = None
             if self._idle:
                 return self._idle.pop()
@@ -189,7 +193,7 @@ class PageWorkers:
             if turn.worker is not None:
                 return turn.worker
             if self._closed:
-                raise PagesUnavailable("the agent is stopping")
+                raise PagesUnavailable("the API is stopping")
             # A worker died or could not start: its place passed to this request, which starts one.
         try:
             return _Worker(self.path)
