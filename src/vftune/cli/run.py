@@ -230,6 +230,8 @@ def run(config: RunConfig, host_factory: Callable[[RunConfig, Journal], HostDriv
     def request_stop(*_: object) -> None:
         with stop_lock:
             if stop.is_set():
+                if stopped.is_set() and api is not None:
+                    api.kill()  # a second signal after the restore: stop draining
                 return
             stop.set()
         host.stop()  # wake the agent's sleep where the backend can; no new writes
