@@ -116,6 +116,11 @@ class Snapshot:
     host_irq_cpu: float  # cumulative irq + softirq seconds over all host CPUs
     host_cpus: int = 1
     errors: tuple[str, ...] = ()  # one line per source that could not be read
+    # Cumulative datagrams each guest's sockets dropped on receive (UDP and UDP-Lite over IPv4 and
+    # IPv6: RcvbufErrors in the guest's /proc/net/snmp and snmp6), by guest name, as its guest
+    # agent reports them. The VF counters count what the guest took off the ring; these packets
+    # never reached an application. A guest missing here: unknown (no agent, or not read).
+    guest_rx_drops: Mapping[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -170,6 +175,9 @@ class VfSample:
     port_rx_bps: float | None = None  # received bits/s counted on the port: its VFs' plus the PF's own
     port_rx_capacity_bps: float | None = None  # the same counters at line rate, for the port's mean frame size
     port_rx_share_bps: float | None = None  # this VF's max-min fair share of the port's rx (sampling.port_view)
+    # Datagrams/s the owning guest's sockets dropped on receive (Snapshot.guest_rx_drops), when the
+    # guest's agent reports them and this is the guest's only VF (else they are not this VF's).
+    rx_dropped_pps: float | None = None
 
     @property
     def throughput_bps(self) -> float:
