@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from importlib import resources
 
 import pytest
 
@@ -11,7 +12,7 @@ from vftune.itr import ITR_MAX_RATE, ITR_MIN_RATE, quantize_itr
 from vftune.sim.adaptive import BULK, LOW, LOWEST, AdaptiveItr, next_class
 from vftune.sim.engine import COUNTER_REFRESH_S
 from vftune.sim.host import SimHost
-from vftune.sim.scenarios import build
+from vftune.sim.scenarios import build, register_file
 
 INF = float("inf")
 
@@ -304,3 +305,26 @@ def test_reading_the_pfs_ethtool_stats_makes_every_snapshot_fresh_at_a_cost() ->
     assert fresh[True] == 20 and fresh[False] <= 7  # every 0.5 s against about every 2 s
     # Each read costs host kernel time (the register reads), seen in the host's irq CPU.
     assert reading.sim.host_irq_cpu > waiting.sim.host_irq_cpu
+
+
+def test_guests_report_what_their_sockets_dropped_unless_they_have_no_agent(tmp_path) -> None:
+    """udp-small's 64-byte receiver takes every datagram off its ring at any rate, but its
+    application reads only a fraction: the rest is dropped at the socket (the guest's UDP
+    RcvbufErrors), which the host learns only from the guest's agent."""
+    h = host("udp-small", seed=0)
+    a = h.snapshot()
+    h.sleep(10)
+    b = h.snapshot()
+    drops = {g: (b.guest_rx_drops[g] - a.guest_rx_drops[g]) / 10 for g in b.guest_rx_drops}
+    vf = b.vfs["0000:03:10.0"]
+    rx_pps = (vf.rx_packets - a.vfs["0000:03:10.0"].rx_packets) / (vf.counters_time - a.vfs["0000:03:10.0"].counters_time)
+    assert 0.5 * rx_pps < drops["udp-1"] <= rx_pps  # most of what it received never reached the reader
+    assert drops["rpc-1"] == 0  # request/response over TCP drops nothing at the socket
+
+    text = (resources.files("vftune.sim") / "builtin" / "udp-small.toml").read_text(encoding="utf-8")
+    text = text.replace('name = "udp-small"', 'name = "udp-small-without-agents"')
+    text = text.replace("[host]\n", "[host]\nguest_agent = false\n")
+    (tmp_path / "s.toml").write_text(text, encoding="utf-8")
+    blind = SimHost(register_file(tmp_path / "s.toml"), seed=0, speed=INF)
+    blind.sleep(10)
+    assert blind.snapshot().guest_rx_drops == {}

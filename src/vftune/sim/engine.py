@@ -141,6 +141,7 @@ class HostSim:
             self.pf_noise = [NoNoise() for _ in range(spec.num_pfs)]
         self.platform = platform_for(spec)
         self.guest_cpu = {vm.name: 0.0 for vm in spec.vms}
+        self.guest_rx_drops = {vm.name: 0.0 for vm in spec.vms}  # datagrams dropped at guests' sockets
         self.host_irq_cpu = 0.0
         self.host_irq_cpu_visible = 0.0  # what /proc/stat's irq + softirq columns show
         self._host_kernel_prev = 0.0
@@ -259,6 +260,9 @@ class HostSim:
             pf.last = pr
         for name, cpu in r.guest_cpu.items():
             self.guest_cpu[name] += cpu * h
+        for slot, vr in zip(self.spec.vfs, r.vfs):
+            if slot.guest is not None and vr.socket_drop_pps:
+                self.guest_rx_drops[slot.guest] += vr.socket_drop_pps * h
         self.host_irq_cpu += r.host_kernel_cpu * h
         self.host_irq_cpu_visible += r.host_kernel_cpu_visible * h
         self.t = t0 + h

@@ -148,6 +148,7 @@ class VfRates(NamedTuple):
     tx_wire_bps: float = 0.0
     latency_mean_s: float | None = None  # request/response only
     latency_p99_s: float | None = None
+    socket_drop_pps: float = 0.0  # UDP: taken off the ring, dropped at the socket (RcvbufErrors)
 
 
 ZERO = VfRates(0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
@@ -254,6 +255,7 @@ def _stream(w: Stream, vf: VfInput, plat: Platform, link_wire_bps: float) -> VfR
         guest_cpu = min(cap, work + ints * ci)
         arrivals_pps = pps
         offered = delivered if link_wire_bps == INF else min(sender, link)
+        socket_drops = 0.0  # TCP: the window holds the sender back, nothing is dropped at the socket
     else:
         arrivals = min(sender, link)
         arrivals_pps = arrivals / s
@@ -286,6 +288,7 @@ def _stream(w: Stream, vf: VfInput, plat: Platform, link_wire_bps: float) -> VfR
         guest_cpu = min(cap, kernel + delivered_pps * app_per)
         ack_pps = 0.0
         offered = arrivals
+        socket_drops = max(0.0, processed - delivered_pps)
     return VfRates(
         rx_pps=pps,
         rx_Bps=pps * frame_bytes(s),
@@ -298,6 +301,7 @@ def _stream(w: Stream, vf: VfInput, plat: Platform, link_wire_bps: float) -> VfR
         host_cpu=plat.host_irq_s * ints,
         rx_wire_bps=arrivals_pps * wire_bytes(s) * 8.0,
         tx_wire_bps=ack_pps * wire_bytes(ACK_BYTES) * 8.0,
+        socket_drop_pps=socket_drops,
     )
 
 

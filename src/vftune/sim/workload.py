@@ -104,6 +104,7 @@ class HostSpec:
     irq_time_accounting: bool = True  # False: the host's hardirq time reads ~0 (Debian 6.1)
     posted_interrupts: bool = False  # True: no VM exits per interrupt, vfio-msix counts frozen
     tcp_rmem_max: int = 6_291_456  # net.ipv4.tcp_rmem's maximum in the guests
+    guest_agent: bool = True  # guests run the QEMU guest agent: their socket drops are visible
     vm_by_name: dict[str, Vm] = field(default_factory=dict, compare=False, repr=False)
 
     def __post_init__(self) -> None:
