@@ -3,11 +3,13 @@ capacity at line rate and the VF's fair share of it (what the tuner judges satur
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from vftune.agent.sampling import RateDeriver, fair_share, port_view
 from vftune.itr import LINE_RATE_BPS
-from vftune.model import Inventory, PfCounters, PfInfo, Snapshot, VfCounters, VfInfo
+from vftune.model import Guest, Inventory, PfCounters, PfInfo, Snapshot, VfCounters, VfInfo
 
 FRAME = 1518  # bytes the counters count per full-size frame (header + FCS included)
 CAPACITY = LINE_RATE_BPS * FRAME / (FRAME + 20)  # 8 B preamble + 12 B gap per frame on the wire
@@ -110,3 +112,25 @@ def test_room_a_neighbour_leaves_for_a_few_seconds_is_not_the_vfs_share():
         samples, _ = deriver.derive(port.tick(probing), inv, {}, {})
     share = {s.pci: s.port_rx_share_bps for s in samples}
     assert share["0000:03:10.0"] == pytest.approx((CAPACITY - 0.2 * level) / 3, rel=1e-3)
+
+
+def test_socket_drops_are_a_vfs_only_when_it_is_its_guests_one_vf():
+    """A guest's socket drops are guest-wide: they count against its VF when it has one, and
+    against none when it has two (which VF's datagrams were dropped is not known)."""
+    solo, duo = Guest("solo", "u1"), Guest("duo", "u2")
+    vfs = (VfInfo("enp3s0f0", 0, "0000:03:10.0", "vfio-pci", solo),
+           VfInfo("enp3s0f0", 1, "0000:03:10.1", "vfio-pci", duo),
+           VfInfo("enp3s0f0", 2, "0000:03:10.2", "vfio-pci", duo),
+           VfInfo("enp3s0f0", 3, "0000:03:10.3", "vfio-pci", Guest("silent", "u3")))
+    inv = Inventory((PfInfo("enp3s0f0", "0000:03:00.0", 0x10FB, "ixgbe", 4, 63, vfs),))
+    port, deriver = Port(inv), RateDeriver()
+    rates = {vf.pci: 1e9 for vf in vfs}
+    drops = {"solo": 0, "duo": 0}  # "silent" has no agent: not in the snapshot
+    samples: list = []
+    for _ in range(3):
+        drops = {g: n + 5000 for g, n in drops.items()}
+        samples, _ = deriver.derive(dataclasses.replace(port.tick(rates), guest_rx_drops=drops), inv, {}, {})
+    by_pci = {s.pci: s for s in samples}
+    assert by_pci["0000:03:10.0"].rx_dropped_pps == pytest.approx(5000.0)
+    assert by_pci["0000:03:10.1"].rx_dropped_pps is None and by_pci["0000:03:10.2"].rx_dropped_pps is None
+    assert by_pci["0000:03:10.3"].rx_dropped_pps is None

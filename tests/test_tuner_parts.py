@@ -3,6 +3,7 @@ detection, port judgement, the restart clock and objectives."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import random
@@ -25,7 +26,7 @@ from vftune.agent.memory import (
 from vftune.agent.objective import Goal, Objective
 from vftune.agent.port import PortJudge
 from vftune.agent.restart import RestartClock
-from vftune.agent.window import MedianPool, Window, median_window
+from vftune.agent.window import MedianPool, Window, WindowMeter, median_window
 from vftune.model import VfSample
 
 PCI = "0000:03:10.0"
@@ -222,6 +223,31 @@ def test_a_small_vf_on_a_saturated_port_is_judged_on_its_own_throughput():
     assert v.saturated and not v.takes_share
     assert v.credited_bps == pytest.approx(w.bps)
     assert v.cost_margin == judge.margin  # not 1% of the port (that would be 100% of the VF)
+
+
+def test_datagrams_dropped_at_the_guests_socket_are_not_credited():
+    """The ring counters count what the guest received; what its sockets dropped (reported by
+    its agent) never reached an application, so a window is credited without it, on a free port
+    and on a saturated one alike."""
+    meter = WindowMeter(1.0)
+    meter.start(0.0, 0.0)
+    made = []
+    for i in range(1, 4):  # 64-byte frames at 500k/s, 400k/s of them dropped at the socket
+        s = VfSample(PCI, "enp3s0f0", 0.5 * i, 0.5, rx_pps=5e5, rx_bps=5e5 * 84 * 8, tx_pps=0.0, tx_bps=0.0,
+                     interrupts_per_s=1e3, interrupts=500, itr=1000, guest_cpu=1.0, rx_dropped_pps=4e5)
+        w = meter.add(s)
+        if w is not None:
+            made.append(w)
+    (w,) = made
+    assert w.bps == pytest.approx(5e5 * 84 * 8)
+    assert w.app_bps == pytest.approx(1e5 * 84 * 8)
+    judge = PortJudge()
+    assert judge.judge(w).credited_bps == pytest.approx(w.app_bps)
+    saturated = dataclasses.replace(w, port_bits=9.9e9, port_capacity_bits=9.9e9, share_bits=0.3e9)
+    judge.observe(saturated)
+    assert judge.judge(saturated).credited_bps == pytest.approx((0.3e9 - w.dropped_bits) / w.duration)
+    unknown = dataclasses.replace(w, dropped_bits=None)
+    assert unknown.app_bps == unknown.bps
 
 
 def test_saturation_is_remembered_for_a_while():

@@ -57,11 +57,13 @@ class PortJudge:
         return w.share_bits - w.rx_bits < self.port_gain * w.port_bits
 
     def judge(self, w: Window) -> PortVerdict:
+        """The window's credit: what reached the VF's applications (socket drops, when the guest
+        reports them, are not throughput), on a saturated port at most the VF's share."""
         saturated = self.saturated(w)
         if not saturated or w.share_bits is None:
-            return PortVerdict(saturated, False, w.bps, self.margin)
+            return PortVerdict(saturated, False, w.app_bps, self.margin)
         takes = self.takes_share(w)
-        credited = (min(w.rx_bits, w.share_bits) + w.tx_bits) / w.duration
+        credited = max(0.0, min(w.rx_bits, w.share_bits) + w.tx_bits - (w.dropped_bits or 0.0)) / w.duration
         if not takes:
             # Below its share: its own gains are its own. The cost margin stays the noise margin.
             return PortVerdict(True, False, credited, self.margin)

@@ -15,7 +15,7 @@ this VF's to keep, while a neighbour that never asks for more leaves room that i
 from __future__ import annotations
 
 import math
-from collections import deque
+from collections import Counter, deque
 from dataclasses import dataclass, field, replace
 
 from vftune.itr import LINE_RATE_BPS, WIRE_OVERHEAD_B
@@ -96,6 +96,8 @@ class RateDeriver:
         if dt <= 0:
             return [], []
         vf_samples: list[VfSample] = []
+        # A guest's socket drops are guest-wide: they are a VF's only when it is the guest's one VF.
+        vfs_of = Counter(vf.guest.name for vf in inv.vfs() if vf.guest is not None)
         for vf in inv.vfs():
             now_c, old_c = snap.vfs.get(vf.pci), prev.vfs.get(vf.pci)
             if now_c is None or old_c is None:
@@ -104,11 +106,14 @@ class RateDeriver:
             ints = None
             if now_c.interrupts is not None and old_c.interrupts is not None:
                 ints = max(0, now_c.interrupts - old_c.interrupts)
-            cpu = None
+            cpu = dropped = None
             if vf.guest is not None:
                 c1, c0 = snap.guest_cpu.get(vf.guest.name), prev.guest_cpu.get(vf.guest.name)
                 if c1 is not None and c0 is not None:
                     cpu = max(0.0, c1 - c0) / dt
+                d1, d0 = snap.guest_rx_drops.get(vf.guest.name), prev.guest_rx_drops.get(vf.guest.name)
+                if d1 is not None and d0 is not None and vfs_of[vf.guest.name] == 1:
+                    dropped = max(0, d1 - d0) / dt
             vf_samples.append(
                 VfSample(
                     pci=vf.pci, pf=vf.pf, t=snap.time, dt=dt,
@@ -116,7 +121,7 @@ class RateDeriver:
                     tx_pps=rates.tx_pps, tx_bps=rates.tx_bps,
                     interrupts_per_s=None if ints is None or now_c.interrupts_frozen else ints / dt,
                     interrupts=None if now_c.interrupts_frozen else ints,
-                    itr=itrs.get(vf.pci, 0), guest_cpu=cpu, fresh=fresh,
+                    itr=itrs.get(vf.pci, 0), guest_cpu=cpu, fresh=fresh, rx_dropped_pps=dropped,
                 )
             )
         pf_samples = [

@@ -36,6 +36,9 @@ class Window:
     share_bits: float | None = None
     rx_packets: float = 0.0
     cpu_s: float | None = None  # the owning guest's CPU seconds over the window, when known
+    # Received bits the guest's sockets dropped (VfSample.rx_dropped_pps at the window's mean
+    # frame size), None when unknown: what the ring counters count but no application got.
+    dropped_bits: float | None = None
 
     @property
     def duration(self) -> float:
@@ -48,6 +51,15 @@ class Window:
     @property
     def pps(self) -> float:
         return self.packets / self.duration
+
+    @property
+    def app_bits(self) -> float:
+        """The bits that reached applications: all of them unless the guest reports socket drops."""
+        return max(0.0, self.bits - (self.dropped_bits or 0.0))
+
+    @property
+    def app_bps(self) -> float:
+        return self.app_bits / self.duration
 
     @property
     def tx_bits(self) -> float:
@@ -153,6 +165,7 @@ class WindowMeter:
         self._packets = 0.0
         self._rx_packets = 0.0
         self._cpu: float | None = 0.0
+        self._dropped: float | None = 0.0
         self._interrupts: int | None = 0
         self._port: list[float] | None = [0.0, 0.0, 0.0]  # bits, capacity bits, share bits
 
@@ -186,6 +199,10 @@ class WindowMeter:
         self._packets += (s.rx_pps + s.tx_pps) * s.dt
         self._rx_packets += s.rx_pps * s.dt
         self._cpu = None if s.guest_cpu is None or self._cpu is None else self._cpu + s.guest_cpu * s.dt
+        if s.rx_dropped_pps is None or self._dropped is None:
+            self._dropped = None
+        elif s.rx_pps > 0:  # at the sample's mean frame size, and never more than it received
+            self._dropped += min(s.rx_dropped_pps, s.rx_pps) * (s.rx_bps / s.rx_pps) * s.dt
         if s.port_rx_bps is None or s.port_rx_capacity_bps is None or s.port_rx_share_bps is None:
             self._port = None
         elif self._port is not None:
@@ -199,7 +216,7 @@ class WindowMeter:
         if s.fresh and s.t - self._origin >= self._length - EPS:
             port: list[float | None] = list(self._port) if self._port else [None, None, None]
             w = Window(self._origin, s.t, self._bits, self._packets, self._interrupts, s.itr,
-                       self._rx_bits, port[0], port[1], port[2], self._rx_packets, self._cpu)
+                       self._rx_bits, port[0], port[1], port[2], self._rx_packets, self._cpu, self._dropped)
             self._origin = s.t
             self._reset_sums()
             return w
