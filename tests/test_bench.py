@@ -103,3 +103,26 @@ def test_usage_errors_name_the_value_and_exit_2():
         result = runner.invoke(cli, ["bench", *args])
         assert result.exit_code == 2, (args, result.output)
         assert needle in result.output
+
+
+def test_vftune_tunes_an_overloaded_udp_receiver_on_what_its_application_gets(tmp_path):
+    """udp-small's 64-byte receiver takes everything off its ring at every rate, but its
+    application gets almost nothing unless the NIC drops the excess first (the lowest rate).
+    With the guests' agents reporting socket drops vftune finds that; on a host without them
+    it sees flat counters and cannot."""
+    from importlib import resources
+
+    from vftune.bench.harness import run_pair
+    from vftune.sim.scenarios import register_file
+
+    text = (resources.files("vftune.sim") / "builtin" / "udp-small.toml").read_text(encoding="utf-8")
+    text = text.replace('name = "udp-small"', 'name = "udp-small-blind"').replace("[host]\n", "[host]\nguest_agent = false\n")
+    (tmp_path / "blind.toml").write_text(text, encoding="utf-8")
+    blind_name = register_file(tmp_path / "blind.toml")
+    pci = "0000:03:10.0"
+    seeing = run_pair("udp-small", "vftune", seed=6, duration=120.0)
+    blind = run_pair(blind_name, "vftune", seed=6, duration=120.0)
+    default = run_pair("udp-small", "default", seed=6, duration=120.0)
+    got = {name: r.cells[(pci, 0)].merit for name, r in
+           (("seeing", seeing), ("blind", blind), ("default", default))}
+    assert got["seeing"] > 1.5 * got["blind"] and got["seeing"] > 1.5 * got["default"]

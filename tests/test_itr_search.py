@@ -335,3 +335,57 @@ def test_cpu_rule_falls_back_to_the_best_rate_it_accepts():
     accepted = [r for r in s.scores() if value(r) - 1.0 >= 1.0 * (cpb(r) - 1.0) + s.margin]
     assert s.best == max(accepted, key=value)
     assert cpb(s.best) > 1.0  # more CPU per bit than the adaptive ITR, paid for by its gain
+
+
+def test_an_overloaded_receiver_has_the_lowest_rate_measured_too():
+    """A guest whose sockets drop most of what it takes off the ring (an application that cannot
+    keep up) gets the most through at the lowest rate, where the NIC's ring drops the excess
+    before the guest spends CPU on it. A golden section never measures its bracket's ends, so
+    the search measures the lowest rate as a candidate of its own."""
+    low = quantize_itr(ITR_MIN_RATE)
+    received = 300e6  # what the guest takes off its ring, at any rate
+
+    def delivered(itr: int) -> float:
+        return 40e6 if itr == low else 0.5e6  # its application's share
+
+    s = ItrSearch(ITR_MIN_RATE, ITR_MAX_RATE, 1000, SearchConfig(quantize=quantize_itr), incumbent=0)
+    while (itr := s.ask()) is not None:
+        s.tell(itr, 1e6 if itr == 0 else delivered(itr), scale=received)
+    assert s.best == low
+    # Without the scale nothing says the receiver is overloaded: the search stays the paper's.
+    s = ItrSearch(ITR_MIN_RATE, ITR_MAX_RATE, 1000, SearchConfig(quantize=quantize_itr), incumbent=0)
+    while (itr := s.ask()) is not None:
+        s.tell(itr, 1e6 if itr == 0 else delivered(itr))
+    assert low not in {p.itr for p in s.history}
+
+
+def test_a_remainder_is_compared_with_the_noise_of_what_it_was_taken_from():
+    """0.3 against 0.1 Mbit/s is a factor of three, but of 300 Mbit/s received it is noise: told
+    with their scale the two are a tie (measured again, then the cheaper side kept), not a step."""
+    def told(search: ItrSearch, scale: float | None) -> list[int]:
+        values: dict[int, float] = {}
+        while (itr := search.ask()) is not None:
+            values.setdefault(itr, 0.3e6 if len(values) % 2 else 0.1e6)
+            search.tell(itr, values[itr], scale=scale)
+        return [p.itr for p in search.history]
+
+    with_scale = told(ItrSearch(ITR_MIN_RATE, ITR_MAX_RATE, 1000), 300e6)
+    without = told(ItrSearch(ITR_MIN_RATE, ITR_MAX_RATE, 1000), None)
+    assert with_scale[:2] == without[:2]
+    assert with_scale[2] in with_scale[:2]  # a tie: one of the two is measured again
+    assert without[2] not in without[:2]  # a step: the bracket was cut
+
+
+@pytest.mark.parametrize("scale", [None, 3.0])
+def test_one_lucky_window_does_not_displace_a_confirmed_remainder_when_the_budget_is_spent(scale):
+    """4167/s is chosen and measured again (1.005, then 0.985); 10349/s was measured once at 1.0.
+    With no probe left to measure 10349/s again and values that are what is left of a larger
+    count (told with a scale), its 1.5% lead on a single window is noise: the rate measured twice
+    stays. Without a scale the plateau rule's choice stands."""
+    first = {10349: 1.0, 45105: 0.5, 4167: 1.005}
+    s = ItrSearch(ITR_MIN_RATE, ITR_MAX_RATE, 1000, SearchConfig(max_probes=4, max_edge_probes=0))
+    while (itr := s.ask()) is not None:
+        again = any(p.itr == itr for p in s.history)
+        s.tell(itr, 0.985 if again else first[itr], scale=scale)
+    assert [p.itr for p in s.history] == [10349, 45105, 4167, 4167]
+    assert s.best == (10349 if scale is None else 4167)

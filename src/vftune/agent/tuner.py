@@ -518,11 +518,12 @@ class SearchTuner(VfPolicy):
             self.active.classes[self.probe_itr] = klass
         verdict = self.port.judge(w)
         self.active.judged += 1
-        if verdict.credited_bps < w.bps * (1.0 - 1e-6):
+        if verdict.credited_bps < w.app_bps * (1.0 - 1e-6):
             self.active.capped += 1
             self._note(w.end, Cause.PORT, load=w.port_load or 0.0, credited_mbps=round(verdict.credited_bps / 1e6),
                        mbps=round(w.bps / 1e6))
-        search.tell(self.probe_itr, verdict.credited_bps, w.cpu_per_bit(self.options.host_irq_cost_s))
+        search.tell(self.probe_itr, verdict.credited_bps, w.cpu_per_bit(self.options.host_irq_cost_s),
+                    scale=w.bps if w.dropped_bits else None)
         return self._next_probe(s)
 
     def _suspend(self) -> None:
