@@ -80,3 +80,25 @@ def test_every_grafana_query_names_an_exported_metric(scrape):
         # A series that appears only once the cost model has a fit must at least be one the collector makes.
         conditional = {n for n in names - exported if n in COLLECTOR_SOURCE}
         assert names - conditional <= exported, f"{expr}: not exported: {names - exported}"
+
+
+def test_a_guests_socket_drops_are_a_gauge_of_its_vf_when_known():
+    """A VF whose guest agent reports socket drops has them as a gauge (what the tuner subtracts
+    from what the VF received); a VF whose drops are unknown has none, not a zero."""
+    from prometheus_client import generate_latest
+
+    from vftune.api.metrics import build_registry
+    from vftune.model import AgentView, Capabilities, VfView
+
+    def vf(pci: str, drops: float | None) -> VfView:
+        return VfView(pci=pci, pf="enp3s0f0", index=0, driver="vfio-pci", guest="udp-1", guest_uuid=None, itr=0,
+                      policy="vftune", phase="holding", rx_pps=5e5, rx_bps=3e8, tx_pps=0.0, tx_bps=0.0,
+                      interrupts_per_s=1e3, guest_cpu=1.0, fresh=True, updated=None, last_decision=None,
+                      policy_state={}, rx_dropped_pps=drops)
+
+    view = AgentView(backend="sim", detail="", started=0.0, interval_s=0.5, ticks=3, last_tick_wall=None,
+                     capabilities=Capabilities(backend="sim"), pfs=(), ignored=(), cost_model={},
+                     vfs=(vf("0000:03:10.0", 4e5), vf("0000:03:10.2", None)))
+    series = _series(generate_latest(build_registry(lambda: view)).decode())
+    (line,) = series["vftune_vf_socket_drops_per_second"]
+    assert 'pci="0000:03:10.0"' in line and float(line.split()[-1]) == 4e5

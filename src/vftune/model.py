@@ -259,6 +259,7 @@ class VfView:
     totals: Mapping[str, float] = field(default_factory=dict)
     actuator: ActuatorKind = "none"  # how its ITR is set: "patched", "guest-agent" or "none"
     actuator_reason: str = ""
+    rx_dropped_pps: float | None = None  # its guest's socket receive drops (VfSample's), when known
 
 
 VF_TOTALS = ("rx_bytes", "tx_bytes", "rx_packets", "tx_packets", "interrupts")

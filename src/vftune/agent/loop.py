@@ -216,7 +216,7 @@ class Agent:
             policy_state=dict(st.policy_state) if st else {},
             state=_vf_state(st), objective=st.rule.objective if st else NO_RULE.objective,
             rule=st.rule.source if st else None, totals=dict(st.totals) if st else {},
-            actuator=act.actuator, actuator_reason=act.reason,
+            actuator=act.actuator, actuator_reason=act.reason, rx_dropped_pps=s.rx_dropped_pps if s else None,
         )
 
     @staticmethod

@@ -46,6 +46,9 @@ class AgentCollector(Collector):
                                   labels=[*VF_LABELS, "state", "objective"])
         cpu = GaugeMetricFamily("vftune_vf_guest_cpu_ratio",
                                 "CPU seconds per second of the VF's guest over the last tick", labels=VF_LABELS)
+        drops = GaugeMetricFamily("vftune_vf_socket_drops_per_second",
+                                  "Datagrams per second the VF's guest dropped at its sockets on receive over the last "
+                                  "tick (its guest agent's UDP RcvbufErrors); absent when unknown", labels=VF_LABELS)
         for vf in view.vfs:
             values = [vf.pci, vf.pf, vf.guest or ""]
             for key, family in counters.items():
@@ -58,8 +61,10 @@ class AgentCollector(Collector):
                 state.add_metric([*values, s, vf.objective], 1.0 if vf.state == s else 0.0)
             if vf.guest_cpu is not None:
                 cpu.add_metric(values, vf.guest_cpu)
+            if vf.rx_dropped_pps is not None:
+                drops.add_metric(values, vf.rx_dropped_pps)
         yield from counters.values()
-        yield from (itr, adaptive, state, cpu)
+        yield from (itr, adaptive, state, cpu, drops)
 
         mode = GaugeMetricFamily("vftune_pf_rx_mode",
                                  "1 for the receive mode the PF runs now (de or napi; hybrid when the driver does "

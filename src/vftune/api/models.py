@@ -125,6 +125,10 @@ class VfOut(ViewModel):
     actuator: str = Field(description="how its ITR is set: patched (the PF's sysfs), guest-agent (the guest's "
                           "ethtool through its QEMU guest agent) or none (observed only)")
     actuator_reason: str
+    rx_dropped_pps: float | None = Field(
+        None, description="datagrams/s its guest's sockets dropped on receive (UDP RcvbufErrors, read through "
+        "the guest's agent); null when unknown or when the guest has other VFs too. The tuner credits the VF "
+        "with what reached applications: received less these")
 
 
 class VfDetail(VfOut):
