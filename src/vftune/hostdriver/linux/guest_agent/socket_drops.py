@@ -56,6 +56,9 @@ class DropsLimits:
     chunk_bytes: int = 64 << 10  # guest-file-read count
 
 
+DEFAULT_DROPS_LIMITS = DropsLimits()
+
+
 @dataclass(frozen=True)
 class DropsReading:
     count: int  # cumulative datagrams dropped at the guest's sockets (IPv4 + IPv6, UDP + UDP-Lite)
@@ -95,7 +98,7 @@ class GuestDropsReader:
         self,
         connect: Callable[[str], AgentChannel],
         *,
-        limits: DropsLimits = DropsLimits(),
+        limits: DropsLimits = DEFAULT_DROPS_LIMITS,
         clock: Callable[[], float] = time.monotonic,
         paths: tuple[str, str] = (SNMP_PATH, SNMP6_PATH),
     ) -> None:
@@ -167,7 +170,8 @@ class GuestDropsReader:
                         wait_s = g.next_at - self._clock()
                         if wait_s <= 0:
                             break
-                        self._cond.wait(wait_s)
+                        # Re-read the clock at least every interval: it may be the host's, not real time.
+                        self._cond.wait(min(wait_s, self.limits.interval_s))
                     started = self._clock()
                     g.next_at = started + self.limits.interval_s
                 try:
