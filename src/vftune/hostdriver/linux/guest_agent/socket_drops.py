@@ -65,6 +65,15 @@ class DropsReading:
     read_at: float  # on the reader's clock, when the read began
 
 
+@dataclass(frozen=True)
+class GuestDropsStatus:
+    reading: DropsReading | None  # the latest that worked, however old
+    error: str | None  # why the last read failed, one line (None: it worked, or none finished yet)
+    failures: int  # consecutive failed reads
+    reads: int  # reads that worked since tracked
+    retry_in_s: float  # until the next try after a failure (0: not backing off)
+
+
 class _ReadFailed(Exception):
     def __init__(self, cause: str, message: str) -> None:
         super().__init__(message)
@@ -83,7 +92,7 @@ class _Guest:
     warned: str | None = None  # the cause last warned about
     last_error: str | None = None
     closed: bool = False
-    reads: int = 0  # reads that worked (for `status` and tests)
+    reads: int = 0  # reads that worked
 
 
 class GuestDropsReader:
@@ -138,11 +147,14 @@ class GuestDropsReader:
             g = self._guests.get(guest)
             return g.reading if g is not None else None
 
-    def error(self, guest: str) -> str | None:
-        """Why the guest's last read failed (None: it worked, or it was not tried yet)."""
+    def status(self, guest: str) -> GuestDropsStatus | None:
+        """The guest's last reading and, when its last read failed, why (None: not tracked)."""
         with self._cond:
             g = self._guests.get(guest)
-            return g.last_error if g is not None else None
+            if g is None:
+                return None
+            return GuestDropsStatus(g.reading, g.last_error, g.failures, g.reads,
+                                    max(0.0, g.next_at - self._clock()) if g.failures else 0.0)
 
     def close(self) -> None:
         """Stop the pollers (each finishes or times out its current call) and close channels."""
