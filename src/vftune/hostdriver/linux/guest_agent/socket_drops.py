@@ -156,6 +156,18 @@ class GuestDropsReader:
             return GuestDropsStatus(g.reading, g.last_error, g.failures, g.reads,
                                     max(0.0, g.next_at - self._clock()) if g.failures else 0.0)
 
+    def read_now(self, guest: str) -> int:
+        """One read of `guest` on the caller's thread, blocking up to Limits.read_deadline_s (plus
+        the closes): for benchmarks and diagnostics, never the tick. HostError says why not."""
+        g = _Guest(guest)
+        try:
+            return self._read(g)
+        except _ReadFailed as exc:
+            raise HostError(str(exc)) from None
+        finally:
+            if g.channel is not None:
+                g.channel.close()
+
     def close(self) -> None:
         """Stop the pollers (each finishes or times out its current call) and close channels."""
         self._stop.set()
