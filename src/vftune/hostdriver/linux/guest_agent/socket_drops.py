@@ -215,7 +215,9 @@ class GuestDropsReader:
     def _succeeded(self, g: _Guest, reading: DropsReading) -> None:
         with self._cond:
             if g.warned is not None:
-                log.info("guest %s: its socket drops are readable again", g.name)
+                log.info("guest %s: its socket drops are readable again (%d)", g.name, reading.count)
+            elif g.reads == 0:
+                log.info("guest %s: reading its socket drops through its guest agent (%d)", g.name, reading.count)
             g.reading, g.failures, g.warned, g.last_error = reading, 0, None, None
             g.reads += 1
             self._cond.notify_all()
