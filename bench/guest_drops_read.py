@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-import shutil
 import statistics
 import subprocess
 import sys
@@ -30,8 +29,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "fixtu
 import hosttree
 from fake_qga import FakeQga
 from netlink_wire import CountingHost
+from qga_process import QGA, qga_argv, start_qga_process, stop_qga_process
 
-from vftune.hostdriver.linux.guest_agent import AgentError, UnixSocketChannel, socket_connector
+from vftune.hostdriver.linux.guest_agent import UnixSocketChannel, socket_connector
 from vftune.hostdriver.linux.guest_agent.socket_drops import GuestDropsReader
 from vftune.hostdriver.linux.host import LinuxHost
 from vftune.hostdriver.linux.netlink_vfstats import ReplaySource
@@ -63,24 +63,11 @@ def three_calls(channel: UnixSocketChannel, path: str) -> Callable[[], None]:
 
 
 def start_qga(tmp: Path) -> subprocess.Popen[bytes] | None:
-    qga = shutil.which("qemu-ga", path="/usr/sbin:/sbin:/usr/bin")
-    if qga is None:
+    if QGA is None:
         return None
     (tmp / "qga-state").mkdir()
-    proc = subprocess.Popen([qga, "-m", "unix-listen", "-p", str(tmp / "qga.sock"), "-t", str(tmp / "qga-state"),
-                             "-f", str(tmp / "qga.pid")], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    probe = UnixSocketChannel(tmp / "qga.sock", "probe")
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        try:
-            probe.command("guest-ping", None, 1.0)
-            return proc
-        except AgentError:
-            time.sleep(0.05)  # qemu-ga is still starting: poll with a deadline
-        finally:
-            probe.close()
-    proc.kill()
-    return None
+    return start_qga_process(qga_argv(tmp / "qga.sock", tmp / "qga-state", tmp / "qga.pid"), tmp / "qga.sock",
+                             tmp / "qga.log")
 
 
 def main() -> int:
@@ -123,8 +110,7 @@ def main() -> int:
                                       paths=(str(tmp / "snmp"), str(tmp / "snmp6")))
             rows.append(("qemu-ga: one guest's read (connect, guest-info, both files)",
                          *timed(lambda: reader.read_now("vm"), args.reads)))
-            proc.terminate()
-            proc.wait(10)
+            stop_qga_process(proc)
     tick = rows[0][1]
     print(f"{'what (median of ' + str(args.reads) + ')':<64} {'wall ms':>8} {'CPU ms':>8} {'x tick':>7}")
     for what, wall, cpu in rows:

@@ -5,10 +5,7 @@ snapshot() on the fixture host carrying them without ever waiting for a guest.""
 from __future__ import annotations
 
 import logging
-import os
 import re
-import shutil
-import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -21,8 +18,9 @@ from hypothesis import strategies as st
 
 sys.path.insert(0, str(Path(__file__).parent / "fixtures"))
 from fake_qga import FakeQga
+from qga_process import QGA, qga_argv, start_qga_process, stop_qga_process
 
-from vftune.hostdriver.linux.guest_agent import AgentError, UnixSocketChannel, socket_connector
+from vftune.hostdriver.linux.guest_agent import socket_connector
 from vftune.hostdriver.linux.guest_agent.snmp_text import SnmpTextError, parse_snmp, parse_snmp6
 from vftune.hostdriver.linux.guest_agent.socket_drops import DropsLimits, DropsReading, GuestDropsReader
 
@@ -383,9 +381,6 @@ def test_untracked_guests_lose_their_poller(fake: FakeQga) -> None:
 
 # -- against a real qemu-ga ------------------------------------------------------------------------
 
-QGA = shutil.which("qemu-ga", path=os.environ.get("PATH", "") + ":/usr/sbin:/sbin")
-
-
 @pytest.fixture
 def qga(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Path]:
     """qemu-ga on a UNIX socket (no namespace needed: it only reads files here)."""
@@ -394,30 +389,9 @@ def qga(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Path]:
     extra: tuple[str, ...] = getattr(request, "param", ())
     sock, state = tmp_path / "qga.sock", tmp_path / "qga-state"
     state.mkdir()
-    log = tmp_path / "qga.log"
-    with log.open("wb") as err:
-        proc = subprocess.Popen([QGA, "-m", "unix-listen", "-p", str(sock), "-t", str(state),
-                                 "-f", str(tmp_path / "qga.pid"), *extra], stdout=subprocess.DEVNULL, stderr=err)
-    probe = UnixSocketChannel(sock, "probe")
-
-    def answers() -> bool:
-        assert proc.poll() is None, log.read_text()
-        try:
-            probe.command("guest-ping", None, 1.0)
-            return True
-        except AgentError:
-            return False
-    try:
-        wait_for(answers, "qemu-ga to answer guest-ping")
-    finally:
-        probe.close()
+    proc = start_qga_process(qga_argv(sock, state, tmp_path / "qga.pid", *extra), sock, tmp_path / "qga.log")
     yield sock
-    proc.terminate()
-    try:
-        proc.wait(10)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait(10)
+    stop_qga_process(proc)
 
 
 def test_a_real_qemu_ga_serves_the_files(qga: Path, tmp_path: Path) -> None:

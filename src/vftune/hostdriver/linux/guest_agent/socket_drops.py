@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from vftune.hostdriver.base import HostError
-from vftune.hostdriver.linux.guest_agent.protocol import AgentChannel, AgentError
+from vftune.hostdriver.linux.guest_agent.protocol import AgentChannel, AgentError, not_allowed
 from vftune.hostdriver.linux.guest_agent.snmp_text import (
     SNMP6_PATH,
     SNMP_PATH,
@@ -275,14 +275,9 @@ class GuestDropsReader:
 
     def _check(self, g: _Guest, deadline: float) -> None:
         """guest-info lists what the guest allows: a blocked guest-file-* is told apart from a failure."""
-        info = self._call(g, deadline, "guest-info")
-        listed = info.get("supported_commands") if isinstance(info, dict) else None
-        enabled = {c.get("name") for c in listed or () if isinstance(c, dict) and c.get("enabled", True)}
-        off = [c for c in FILE_COMMANDS if c not in enabled]
-        if off:
-            version = info.get("version", "?") if isinstance(info, dict) else "?"
-            raise _ReadFailed("forbidden", f"guest {g.name}: its guest agent (qemu-ga {version}) does not allow "
-                              f"{', '.join(off)}")
+        refusal = not_allowed(self._call(g, deadline, "guest-info"), FILE_COMMANDS)
+        if refusal is not None:
+            raise _ReadFailed("forbidden", f"guest {g.name}: {refusal}")
         g.checked = True
 
     def _file(self, g: _Guest, path: str, deadline: float) -> str:
