@@ -506,3 +506,24 @@ def test_a_bad_mode_is_one_line_naming_it(tmp_path: Path) -> None:
 
     with pytest.raises(ValueError, match=r"^--guest-rx-drops 'sometimes': choose from auto, off$"):
         make_host(tmp_path / "host", libvirt=False, guest_rx_drops="sometimes")
+
+
+def test_over_libvirt_a_driver_without_agents_leaves_every_guest_unknown(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """No --guest-agent-sockets: libvirt's qemuAgentCommand, which its test driver does not have."""
+    pytest.importorskip("libvirt")
+    from linux_host import make_host
+
+    caplog.set_level(logging.WARNING, "vftune.linux.guest_drops")
+    host, _ = make_host(tmp_path / "host", guest_rx_drops="auto")
+    try:
+        host.inventory()
+
+        def warned() -> list[str]:
+            return sorted(r.getMessage().split(":")[0] for r in caplog.records)
+        wait_for(lambda: len(warned()) >= 4, "a warning for each VF-owning guest")
+        assert host.snapshot().guest_rx_drops == {}
+        assert warned() == ["guest vm-cache0", "guest vm-db0", "guest vm-web0", "guest vm-web1"]
+        assert all("virDomainQemuAgentCommand" in r.getMessage() for r in caplog.records)
+    finally:
+        host.close()
