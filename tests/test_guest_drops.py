@@ -501,6 +501,19 @@ def test_off_reads_no_guest(tmp_path: Path, agents: tuple[Path, dict[str, FakeQg
         host.close()
 
 
+def test_without_a_transport_the_capabilities_say_why(tmp_path: Path) -> None:
+    from linux_host import make_host
+
+    host, _ = make_host(tmp_path / "host", libvirt=False, guest_rx_drops="auto")
+    try:
+        host.inventory()
+        assert "guests' socket receive drops are not read (--guest-rx-drops auto): no libvirt connection " \
+               "(--libvirt-uri none) and no --guest-agent-sockets" in host.capabilities().missing
+        assert host.snapshot().guest_rx_drops == {}
+    finally:
+        host.close()
+
+
 def test_a_bad_mode_is_one_line_naming_it(tmp_path: Path) -> None:
     from linux_host import make_host
 

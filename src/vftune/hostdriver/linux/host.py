@@ -170,6 +170,7 @@ class LinuxHost(HostDriver):
                 libvirt_uri, self.procfs_root, Path(run_root), on_change=self._on_guests_changed
             )
         connect, unavailable = self._agent_transport(guest_agent_sockets)
+        self._drops_unavailable: str | None = None
         self._guest_agent = GuestAgentWiring(guest_agent, connect, _JournalOfGuests(self._journal),
                                              unavailable=unavailable, limits=guest_agent_limits, clock=self._clock)
         self._drops = self._drops_reader(guest_rx_drops, connect, unavailable, guest_rx_drops_limits)
@@ -210,7 +211,8 @@ class LinuxHost(HostDriver):
         if mode == "off":
             return None
         if connect is None:
-            log.info("guests' socket receive drops are not read: %s", unavailable)
+            self._drops_unavailable = f"guests' socket receive drops are not read (--guest-rx-drops auto): {unavailable}"
+            log.info("%s", self._drops_unavailable)
             return None
         return GuestDropsReader(connect, limits=limits, clock=self._clock)
 
@@ -337,6 +339,8 @@ class LinuxHost(HostDriver):
             missing.append(f"no per-PF poll_limit and {budget_file} is not writable: NAPI budget fixed")
         if self._guests is not None:
             missing.extend(self._guest_view().errors)
+        if self._drops_unavailable is not None:
+            missing.append(self._drops_unavailable)
         return Capabilities(
             backend=self.name,
             vf_itr=bool(patched_itr) or self._guest_agent.enabled,
