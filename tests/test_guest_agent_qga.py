@@ -46,6 +46,7 @@ if QGA is None:
     pytest.skip("qemu-ga is not installed (Debian's qemu-guest-agent; scripts/setup --test)", allow_module_level=True)
 
 from pyroute2 import IPRoute  # noqa: E402
+from qga_process import qga_argv, start_qga_process, stop_qga_process  # noqa: E402
 from vethns import veth_namespace  # noqa: E402
 
 STANDIN = Path(__file__).parent / "fixtures" / "guest_agent"
@@ -101,12 +102,7 @@ class Agent:
     log: Path
 
     def stop(self) -> None:
-        self.proc.terminate()
-        try:
-            self.proc.wait(10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()  # a qemu-ga stuck past SIGTERM must not outlive the test
-            self.proc.wait(10)
+        stop_qga_process(self.proc)
 
 
 def start_qga(tmp_path: Path, ns: str, tag: str, standin: bool, *extra: str, path: str | None = None) -> Agent:
@@ -122,23 +118,8 @@ def start_qga(tmp_path: Path, ns: str, tag: str, standin: bool, *extra: str, pat
     if path is not None:
         env["PATH"] = path
     log = tmp_path / f"{tag}.log"
-    with log.open("wb") as err:  # a file, not a pipe: a full pipe would stall qemu-ga
-        proc = subprocess.Popen([IP, "netns", "exec", ns, str(QGA), "-m", "unix-listen", "-p", str(sock),
-                                 "-t", str(state), "-f", str(tmp_path / f"{tag}.pid"), *extra],
-                                env=env, stdout=subprocess.DEVNULL, stderr=err)
-    probe = UnixSocketChannel(sock, tag)
-
-    def answers() -> bool:
-        assert proc.poll() is None, log.read_text()
-        try:
-            probe.command("guest-ping", None, 1.0)
-            return True
-        except AgentError:
-            return False
-    try:
-        wait_for(answers, "qemu-ga to answer guest-ping")
-    finally:
-        probe.close()
+    proc = start_qga_process([IP, "netns", "exec", ns, *qga_argv(sock, state, tmp_path / f"{tag}.pid", *extra)],
+                             sock, log, env, WAIT_S)
     return Agent(sock, proc, etdir, log)
 
 

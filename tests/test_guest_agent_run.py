@@ -102,6 +102,8 @@ def test_run_tunes_through_the_guest_agent_and_sigterm_puts_the_guest_value_back
         code = run.proc.wait(60)
     assert code == 0, run.log.read_text()
     assert rx.read_text().strip() == "1", run.log.read_text()  # the guest's own adaptive setting is back
+    # The socket-drops reader shared vm-web0's agent socket with the actuator (one client at a time).
+    assert "guest vm-web0: reading its socket drops through its guest agent" in run.log.read_text()
 
 
 def test_owner_change_drops_the_old_guests_entry_and_a_restart_keeps_it(tmp_path: Path, guest: Agent) -> None:

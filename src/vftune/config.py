@@ -20,6 +20,7 @@ DEFAULT_SCENARIO = "mixed-host"
 LOG_LEVELS = ("debug", "info", "warning", "error")
 LOG_FORMATS = ("text", "json")
 GUEST_AGENT_MODES = ("auto", "on", "off")  # hostdriver/linux/guest_wiring.py says what each does
+GUEST_RX_DROPS_MODES = ("auto", "off")  # hostdriver/linux/guest_agent/socket_drops.py
 
 # Numeric options: field -> (option, low, high, low excluded). The CLI's types and validate()
 # both use these, so a config file gets the same one-line answers as a flag.
@@ -77,6 +78,9 @@ class RunConfig:
     # patched PF cannot, on for every guest-held VF, off never.
     guest_agent: str = "auto"
     guest_agent_sockets: str | None = None  # DIR of <guest>.sock agent sockets instead of libvirt
+    # Read VF-owning guests' socket receive drops (UDP RcvbufErrors) through their agents: auto
+    # where an agent answers and allows guest-file-*, off never.
+    guest_rx_drops: str = "auto"
     # What it does.
     policy: str = "search"  # per-VF ITR policy spec (agent/policies.py)
     pf_mode: str = "hybrid"  # per-PF rx mode controller spec
@@ -132,6 +136,8 @@ class RunConfig:
                     raise ValueError(f"{option} {root}: not a directory")
         if self.guest_agent not in GUEST_AGENT_MODES:
             raise ValueError(f"--guest-agent {self.guest_agent!r}: choose from {', '.join(GUEST_AGENT_MODES)}")
+        if self.guest_rx_drops not in GUEST_RX_DROPS_MODES:
+            raise ValueError(f"--guest-rx-drops {self.guest_rx_drops!r}: choose from {', '.join(GUEST_RX_DROPS_MODES)}")
         if self.max_interval_us is not None and not 2 <= self.max_interval_us <= MAX_RX_USECS:
             raise ValueError(f"--max-interval-us {self.max_interval_us}: must be 2..{MAX_RX_USECS} (rx-usecs)")
         if self.log_level not in LOG_LEVELS:

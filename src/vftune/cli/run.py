@@ -21,7 +21,16 @@ import click
 from vftune import paths, sdnotify
 from vftune.cli.common import Number, fail
 from vftune.cli.config import config_option
-from vftune.config import DEFAULT_SCENARIO, GUEST_AGENT_MODES, LIMITS, LOG_FORMATS, LOG_LEVELS, Listen, RunConfig
+from vftune.config import (
+    DEFAULT_SCENARIO,
+    GUEST_AGENT_MODES,
+    GUEST_RX_DROPS_MODES,
+    LIMITS,
+    LOG_FORMATS,
+    LOG_LEVELS,
+    Listen,
+    RunConfig,
+)
 
 if TYPE_CHECKING:
     from vftune.hostdriver.base import HostDriver
@@ -71,11 +80,13 @@ def open_host(config: RunConfig, journal: Journal) -> HostDriver:
         from vftune.sim.host import SimHost
 
         return SimHost(config.sim, seed=config.seed, speed=config.speed)
+    from vftune.hostdriver.linux.guest_agent.socket_drops import DropsLimits
     from vftune.hostdriver.linux.host import LinuxHost
 
     return LinuxHost(sysfs_root=config.sysfs_root, procfs_root=config.procfs_root, libvirt_uri=config.libvirt,
                      journal=journal, guest_agent=config.guest_agent,
-                     guest_agent_sockets=config.guest_agent_sockets)
+                     guest_agent_sockets=config.guest_agent_sockets, guest_rx_drops=config.guest_rx_drops,
+                     guest_rx_drops_limits=DropsLimits(interval_s=config.interval))
 
 
 @click.command("run")
@@ -119,6 +130,10 @@ def open_host(config: RunConfig, journal: Journal) -> HostDriver:
               "patched PF cannot, on for every guest-held VF, off never (linux backend).")
 @click.option("--guest-agent-sockets", default=DEFAULTS.guest_agent_sockets, metavar="DIR",
               help="Reach guest agents on DIR/<guest>.sock instead of through libvirt.")
+@click.option("--guest-rx-drops", type=click.Choice(GUEST_RX_DROPS_MODES), default=DEFAULTS.guest_rx_drops,
+              show_default=True, help="Read VF-owning guests' socket receive drops (UDP RcvbufErrors in their "
+              "/proc/net/snmp{,6}) through the QEMU guest agent, once per --interval: auto where the agent "
+              "allows guest-file-*, off never (linux backend).")
 @click.option("--max-interval-us", type=int, default=DEFAULTS.max_interval_us, metavar="USECS",
               help="Longest interval (rx-usecs) a VF's own adaptive ITR may pick (patched driver's bounds).")
 @click.option("--log-level", type=click.Choice(LOG_LEVELS), default=DEFAULTS.log_level, show_default=True)

@@ -16,13 +16,22 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from vftune.config import GUEST_RX_DROPS_MODES
 from vftune.hostdriver.base import HostDriver, HostError
 from vftune.hostdriver.linux import patched_attrs as pa
 from vftune.hostdriver.linux.counter_health import CounterHealth
 from vftune.hostdriver.linux.cpu import ProcessCpu, parse_proc_stat
 from vftune.hostdriver.linux.ethtool_stats import EthtoolStatsRefresher
-from vftune.hostdriver.linux.guest_agent import AgentChannel, Coalesce, GuestVf, Limits, libvirt_connector, socket_connector
-from vftune.hostdriver.linux.guest_wiring import DEFAULT_LIMITS, GuestAgentWiring, GuestJournal, GuestOriginal
+from vftune.hostdriver.linux.guest_agent import (
+    AgentChannel,
+    Coalesce,
+    GuestVf,
+    Limits,
+    UnixSocketChannel,
+    libvirt_connector,
+)
+from vftune.hostdriver.linux.guest_agent.socket_drops import DEFAULT_DROPS_LIMITS, DropsLimits, GuestDropsReader
+from vftune.hostdriver.linux.guest_wiring import DEFAULT_LIMITS, GuestAgentWiring, GuestOriginal
 from vftune.hostdriver.linux.libvirt_guests import GuestDirectory, GuestView, import_libvirt
 from vftune.hostdriver.linux.netlink_vfstats import LinkStats, as_source, parse_link
 from vftune.hostdriver.linux.proc_interrupts import InterruptCounts, parse_interrupts
@@ -114,6 +123,8 @@ class LinuxHost(HostDriver):
         guest_agent: str = "off",
         guest_agent_sockets: str | os.PathLike[str] | None = None,
         guest_agent_limits: Limits = DEFAULT_LIMITS,
+        guest_rx_drops: str = "off",
+        guest_rx_drops_limits: DropsLimits = DEFAULT_DROPS_LIMITS,
         clock: Callable[[], float] = time.monotonic,
         sleeper: Callable[[float], None] = time.sleep,
         libvirt_wait_s: float = 5.0,
@@ -126,6 +137,9 @@ class LinuxHost(HostDriver):
         guest with the guest's ethtool through the QEMU guest agent. guest_agent_sockets: a
         directory of agent sockets named <guest>.sock, used instead of libvirt's
         qemuAgentCommand (hosts without libvirt, tests).
+        guest_rx_drops: "auto" reads each VF-owning guest's socket receive drops (its
+        /proc/net/snmp{,6} RcvbufErrors) through the same transport, off the tick
+        (guest_agent/socket_drops.py), into Snapshot.guest_rx_drops; "off" never.
         journal: where originals are kept until restored; None keeps them in this process only.
         counter_refresh: reads stock PFs' ethtool statistics so VF counters are fresh each
         snapshot (ethtool_stats.py); None opens one in this network namespace."""
@@ -155,19 +169,31 @@ class LinuxHost(HostDriver):
             self._guests = GuestDirectory(
                 libvirt_uri, self.procfs_root, Path(run_root), on_change=self._on_guests_changed
             )
-        self._guest_agent = self._wire_guest_agent(guest_agent, guest_agent_sockets, guest_agent_limits,
-                                                    _JournalOfGuests(self._journal))
+        connect, unavailable = self._agent_transport(guest_agent_sockets)
+        self._drops_unavailable: str | None = None
+        self._guest_agent = GuestAgentWiring(guest_agent, connect, _JournalOfGuests(self._journal),
+                                             unavailable=unavailable, limits=guest_agent_limits, clock=self._clock)
+        self._drops = self._drops_reader(guest_rx_drops, connect, unavailable, guest_rx_drops_limits)
         self._journal.register(KIND_GUEST_AGENT, self._restore_guest_agent_entry)
         self._vf_infos: tuple[VfInfo, ...] = ()
 
-    def _wire_guest_agent(self, mode: str, sockets: str | os.PathLike[str] | None, limits: Limits,
-                          journal: GuestJournal) -> GuestAgentWiring:
-        """The transport: agent sockets where given, else libvirt's qemuAgentCommand."""
+    def _agent_transport(self, sockets: str | os.PathLike[str] | None
+                         ) -> tuple[Callable[[str], AgentChannel] | None, str]:
+        """(connect, why there is none): agent sockets where given, else libvirt's qemuAgentCommand."""
         connect: Callable[[str], AgentChannel] | None = None
         unavailable = ""
         if sockets is not None:
             where = Path(sockets)
-            connect = socket_connector(lambda guest: where / f"{guest}.sock")
+            shared: dict[str, UnixSocketChannel] = {}
+            lock = threading.Lock()
+
+            def connect(guest: str) -> AgentChannel:
+                # One channel per guest for the actuator and the drops reader: an agent's socket
+                # serves one client at a time. A closed UnixSocketChannel reconnects on its next call.
+                with lock:
+                    if guest not in shared:
+                        shared[guest] = UnixSocketChannel(where / f"{guest}.sock", guest)
+                    return shared[guest]
         elif self._guests is not None:
             guests = self._guests
 
@@ -176,7 +202,19 @@ class LinuxHost(HostDriver):
                 return libvirt_connector(guests.connection)(guest)
         else:
             unavailable = "no libvirt connection (--libvirt-uri none) and no --guest-agent-sockets"
-        return GuestAgentWiring(mode, connect, journal, unavailable=unavailable, limits=limits, clock=self._clock)
+        return connect, unavailable
+
+    def _drops_reader(self, mode: str, connect: Callable[[str], AgentChannel] | None, unavailable: str,
+                      limits: DropsLimits) -> GuestDropsReader | None:
+        if mode not in GUEST_RX_DROPS_MODES:
+            raise ValueError(f"--guest-rx-drops {mode!r}: choose from {', '.join(GUEST_RX_DROPS_MODES)}")
+        if mode == "off":
+            return None
+        if connect is None:
+            self._drops_unavailable = f"guests' socket receive drops are not read (--guest-rx-drops auto): {unavailable}"
+            log.info("%s", self._drops_unavailable)
+            return None
+        return GuestDropsReader(connect, limits=limits, clock=self._clock)
 
     # -- inventory ----------------------------------------------------------------
 
@@ -216,6 +254,8 @@ class LinuxHost(HostDriver):
             self._health.forget(set(sysfs.vf_devices))
         self._vf_infos = tuple(vf for pf in pfs for vf in pf.vfs)
         self._guest_agent.sync(self._vf_infos, self._patched_refusal)  # after _scan: it reads the PFs
+        if self._drops is not None:  # only guests that hold a VF: their drops are what tuning moves
+            self._drops.track({vf.guest.name for vf in self._vf_infos if vf.guest is not None})
         return Inventory(pfs=pfs, ignored=sysfs.ignored)
 
     def _patched_refusal(self, vf: VfInfo) -> str | None:
@@ -299,6 +339,8 @@ class LinuxHost(HostDriver):
             missing.append(f"no per-PF poll_limit and {budget_file} is not writable: NAPI budget fixed")
         if self._guests is not None:
             missing.extend(self._guest_view().errors)
+        if self._drops_unavailable is not None:
+            missing.append(self._drops_unavailable)
         return Capabilities(
             backend=self.name,
             vf_itr=bool(patched_itr) or self._guest_agent.enabled,
@@ -389,8 +431,10 @@ class LinuxHost(HostDriver):
                     guest_cpu[guest.name] = self._cpu.seconds(guest.pid)
                 except HostError as exc:
                     errors.append(f"guest {guest.name}: {exc}")
+        # What the guests' pollers last read, fresh ones only: never waits for a guest.
+        drops = self._drops.latest(t) if self._drops is not None else {}
         return Snapshot(time=t, vfs=vfs, pfs=pfs, guest_cpu=guest_cpu, host_irq_cpu=host_irq,
-                        host_cpus=host_cpus, errors=tuple(errors))
+                        host_cpus=host_cpus, errors=tuple(errors), guest_rx_drops=drops)
 
     def _pf_counters(self, dev: PfDevice, link: LinkStats) -> PfCounters:
         mode = rate = switches = None
@@ -688,6 +732,8 @@ class LinuxHost(HostDriver):
                        error=None if now == old_request else f"{path}: reads back {now!r}")
 
     def close(self) -> None:
+        if self._drops is not None:
+            self._drops.close()
         self._guest_agent.close()
         if self._guests is not None:
             self._guests.stop()

@@ -35,6 +35,11 @@ socket where libvirt is absent). Contract for the backend and the CLI:
   600 s) during which submit() refuses with the reason; only a write that worked clears it.
 - restore(RestoreEntry(vf, original, expect)): puts `original` back unless the guest now reads
   neither `expect` (what vftune last saw applied) nor the original, i.e. someone else set it.
+
+The same agents also tell what the VF counters cannot: GuestDropsReader (socket_drops.py) reads
+each VF-owning guest's UDP RcvbufErrors from its /proc/net/snmp{,6} with guest-file-*, on one
+poller thread per guest; track(guests) at inventory time, latest(now) on the tick (counts read
+within 2 s only), close() on stop.
 """
 
 from vftune.hostdriver.linux.guest_agent.actuator import (
@@ -56,9 +61,11 @@ from vftune.hostdriver.linux.guest_agent.protocol import (
     UnixSocketChannel,
     guest_exec,
 )
+from vftune.hostdriver.linux.guest_agent.socket_drops import DropsLimits, GuestDropsReader
 
 __all__ = [
-    "AgentChannel", "AgentError", "Coalesce", "ExecResult", "GuestAgentActuator", "GuestVf", "Limits",
+    "AgentChannel", "AgentError", "Coalesce", "DropsLimits", "ExecResult", "GuestAgentActuator", "GuestDropsReader",
+    "GuestVf", "Limits",
     "LibvirtChannel", "RestoreEntry", "Submitted", "Unparsable", "UnixSocketChannel", "VfAgentStatus",
     "guest_exec", "libvirt_connector", "parse_coalesce", "socket_connector",
 ]

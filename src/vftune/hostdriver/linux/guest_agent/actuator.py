@@ -44,6 +44,7 @@ from vftune.hostdriver.linux.guest_agent.protocol import (
     UnixSocketChannel,
     guest_exec,
     hardware_addresses,
+    not_allowed,
 )
 from vftune.model import Applied
 
@@ -411,13 +412,9 @@ class GuestAgentActuator:
 
     def _check_agent(self, g: _Guest, deadline: float) -> None:
         """guest-info answers like guest-ping and also lists the commands the guest allows."""
-        info = self._call(g, deadline, "guest-info")
-        listed = info.get("supported_commands") if isinstance(info, dict) else None
-        enabled = {c.get("name") for c in listed or () if isinstance(c, dict) and c.get("enabled", True)}
-        off = [c for c in REQUIRED_COMMANDS if c not in enabled]
-        if off:
-            version = info.get("version", "?") if isinstance(info, dict) else "?"
-            raise _JobFailed(f"guest {g.name}: its guest agent (qemu-ga {version}) does not allow {', '.join(off)}")
+        refusal = not_allowed(self._call(g, deadline, "guest-info"), REQUIRED_COMMANDS)
+        if refusal is not None:
+            raise _JobFailed(f"guest {g.name}: {refusal}")
 
     def _find(self, g: _Guest, vf: GuestVf, deadline: float) -> str:
         if not _MAC.fullmatch(vf.mac) or vf.mac.replace(":", "").strip("0") == "":

@@ -294,3 +294,15 @@ def hardware_addresses(channel: AgentChannel, timeout_s: float) -> dict[str, str
                 and isinstance(entry.get("hardware-address"), str):
             found[entry["name"]] = entry["hardware-address"].lower()
     return found
+
+
+def not_allowed(info: Any, required: tuple[str, ...]) -> str | None:
+    """From a guest-info reply: None when the agent allows every `required` command, else why not,
+    e.g. "its guest agent (qemu-ga 7.2.22) does not allow guest-exec" (RHEL blocks some by default)."""
+    listed = info.get("supported_commands") if isinstance(info, dict) else None
+    enabled = {c.get("name") for c in listed or () if isinstance(c, dict) and c.get("enabled", True)}
+    off = [c for c in required if c not in enabled]
+    if not off:
+        return None
+    version = info.get("version", "?") if isinstance(info, dict) else "?"
+    return f"its guest agent (qemu-ga {version}) does not allow {', '.join(off)}"
