@@ -462,6 +462,8 @@ def test_snapshot_carries_fresh_guest_drops_and_never_waits_for_a_guest(
         host.inventory()
         snap = wait_for(lambda: (s := host.snapshot()).guest_rx_drops and s, "vm-web0's drops in a snapshot")
         assert snap.guest_rx_drops == {"vm-web0": 28}
+        # With the time of the read, on the host's clock: the count may be older than the snapshot.
+        assert set(snap.guest_rx_drops_time) == {"vm-web0"} and snap.guest_rx_drops_time["vm-web0"] <= snap.time
         # vm-web1's agent has the request and holds the reply: the snapshot did not wait for it.
         wait_for(lambda: "vm-web1: guest-sync" in events, "vm-web1's poller to wait on its agent")
         snap = host.snapshot()

@@ -134,3 +134,27 @@ def test_socket_drops_are_a_vfs_only_when_it_is_its_guests_one_vf():
     assert by_pci["0000:03:10.0"].rx_dropped_pps == pytest.approx(5000.0)
     assert by_pci["0000:03:10.1"].rx_dropped_pps is None and by_pci["0000:03:10.2"].rx_dropped_pps is None
     assert by_pci["0000:03:10.3"].rx_dropped_pps is None
+
+
+def test_a_guests_drops_are_rated_over_its_own_read_times_and_carried_between_reads():
+    """An agent is read off the tick: a count read 0.3 s into a 1-s tick is rated over the time
+    between reads, and a snapshot with no newer read carries the last rate instead of a 0 (a
+    window would otherwise see none and then twice as many)."""
+    solo = Guest("solo", "u1")
+    vfs = (VfInfo("enp3s0f0", 0, "0000:03:10.0", "vfio-pci", solo),)
+    inv = Inventory((PfInfo("enp3s0f0", "0000:03:00.0", 0x10FB, "ixgbe", 1, 63, vfs),))
+    port, deriver = Port(inv), RateDeriver()
+    rates = {"0000:03:10.0": 1e9}
+
+    def tick(count: int, read_at: float) -> list:
+        snap = dataclasses.replace(port.tick(rates), guest_rx_drops={"solo": count},
+                                   guest_rx_drops_time={"solo": read_at})
+        return deriver.derive(snap, inv, {}, {})[0]
+
+    tick(0, 0.3)
+    (s,) = tick(1200, 1.1)  # 1200 in 0.8 s between reads, not in the snapshots' 1 s
+    assert s.rx_dropped_pps == pytest.approx(1500.0)
+    (s,) = tick(1200, 1.1)  # not read again: the rate carries
+    assert s.rx_dropped_pps == pytest.approx(1500.0)
+    (s,) = tick(0, 3.4)  # the guest rebooted: its counter started again
+    assert s.rx_dropped_pps == 0.0

@@ -121,6 +121,9 @@ class Snapshot:
     # agent reports them. The VF counters count what the guest took off the ring; these packets
     # never reached an application. A guest missing here: unknown (no agent, or not read).
     guest_rx_drops: Mapping[str, int] = field(default_factory=dict)
+    # When each of those counts was read (this snapshot's clock; a guest missing: at `time`). An
+    # agent is read off the tick, so a count may be older than the snapshot or unchanged since.
+    guest_rx_drops_time: Mapping[str, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

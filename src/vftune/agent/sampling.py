@@ -83,6 +83,7 @@ class RateDeriver:
 
     last: Snapshot | None = None
     carried: dict[str, _VfRates] = field(default_factory=dict)
+    carried_drops: dict[str, float] = field(default_factory=dict)  # guest -> its last drop rate
     share_memory_s: float = 60.0  # a port user's demand: its highest rx rate over this long
     _recent: dict[str, deque[tuple[float, float]]] = field(default_factory=dict)
 
@@ -111,9 +112,8 @@ class RateDeriver:
                 c1, c0 = snap.guest_cpu.get(vf.guest.name), prev.guest_cpu.get(vf.guest.name)
                 if c1 is not None and c0 is not None:
                     cpu = max(0.0, c1 - c0) / dt
-                d1, d0 = snap.guest_rx_drops.get(vf.guest.name), prev.guest_rx_drops.get(vf.guest.name)
-                if d1 is not None and d0 is not None and vfs_of[vf.guest.name] == 1:
-                    dropped = max(0, d1 - d0) / dt
+                if vfs_of[vf.guest.name] == 1:
+                    dropped = self._drop_rate(vf.guest.name, snap, prev)
             vf_samples.append(
                 VfSample(
                     pci=vf.pci, pf=vf.pf, t=snap.time, dt=dt,
@@ -136,6 +136,21 @@ class RateDeriver:
             if name in prev.pfs
         ]
         return self._with_ports(snap.time, vf_samples, pf_samples, inv), pf_samples
+
+    def _drop_rate(self, guest: str, snap: Snapshot, prev: Snapshot) -> float | None:
+        """A guest's socket drops per second between its two latest reads (an agent is read off
+        the tick: a count may be older than its snapshot, and one not read again since the last
+        snapshot carries the last rate). None when either snapshot lacks the guest; a count that
+        went back (the guest rebooted) rates 0."""
+        d1, d0 = snap.guest_rx_drops.get(guest), prev.guest_rx_drops.get(guest)
+        if d1 is None or d0 is None:
+            self.carried_drops.pop(guest, None)
+            return None
+        t1, t0 = snap.guest_rx_drops_time.get(guest, snap.time), prev.guest_rx_drops_time.get(guest, prev.time)
+        if t1 <= t0:
+            return self.carried_drops.get(guest)
+        rate = self.carried_drops[guest] = max(0, d1 - d0) / (t1 - t0)
+        return rate
 
     def _peak(self, key: str, t: float, bps: float) -> float:
         """The highest of this user's rx rates over the last share_memory_s, this one included."""

@@ -432,9 +432,11 @@ class LinuxHost(HostDriver):
                 except HostError as exc:
                     errors.append(f"guest {guest.name}: {exc}")
         # What the guests' pollers last read, fresh ones only: never waits for a guest.
-        drops = self._drops.latest(t) if self._drops is not None else {}
+        readings = self._drops.latest_readings(t) if self._drops is not None else {}
         return Snapshot(time=t, vfs=vfs, pfs=pfs, guest_cpu=guest_cpu, host_irq_cpu=host_irq,
-                        host_cpus=host_cpus, errors=tuple(errors), guest_rx_drops=drops)
+                        host_cpus=host_cpus, errors=tuple(errors),
+                        guest_rx_drops={g: r.count for g, r in readings.items()},
+                        guest_rx_drops_time={g: r.read_at for g, r in readings.items()})
 
     def _pf_counters(self, dev: PfDevice, link: LinkStats) -> PfCounters:
         mode = rate = switches = None

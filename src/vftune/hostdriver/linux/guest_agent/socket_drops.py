@@ -137,9 +137,13 @@ class GuestDropsReader:
 
     def latest(self, now: float | None = None) -> dict[str, int]:
         """Guest -> cumulative drops, for guests read within max_age_s of `now` (default: the clock)."""
+        return {name: r.count for name, r in self.latest_readings(now).items()}
+
+    def latest_readings(self, now: float | None = None) -> dict[str, DropsReading]:
+        """Guest -> its latest reading (count and read time), for guests read within max_age_s."""
         at = self._clock() if now is None else now
         with self._cond:
-            return {name: g.reading.count for name, g in self._guests.items()
+            return {name: g.reading for name, g in self._guests.items()
                     if g.reading is not None and at - g.reading.read_at <= self.limits.max_age_s}
 
     def reading(self, guest: str) -> DropsReading | None:
