@@ -12,7 +12,7 @@ import threading
 import time
 import xml.etree.ElementTree as ET
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,6 +21,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent / "fixtures"))
 import hosttree
+from waiting import WAIT_S, wait_for
 
 from vftune.hostdriver.linux.guest_agent import (
     AgentChannel,
@@ -50,7 +51,6 @@ from qga_process import qga_argv, start_qga_process, stop_qga_process  # noqa: E
 from vethns import veth_namespace  # noqa: E402
 
 STANDIN = Path(__file__).parent / "fixtures" / "guest_agent"
-WAIT_S = 20.0
 GUEST = "vm-web0"
 
 
@@ -75,17 +75,6 @@ def fixture_vf() -> tuple[str, str]:
 VF_PCI, VF_MAC = fixture_vf()
 VF = GuestVf(VF_PCI, GUEST, VF_MAC)
 FAST = Limits(call_timeout_s=3.0, job_deadline_s=10.0, guest_min_interval_s=0.0, backoff_initial_s=60.0)
-
-
-def wait_for(cond: Callable[[], Any], what: str, timeout: float = WAIT_S) -> Any:
-    """Poll a condition with a deadline (never a fixed sleep)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        got = cond()
-        if got:
-            return got
-        time.sleep(0.01)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 @pytest.fixture

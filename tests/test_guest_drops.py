@@ -7,7 +7,6 @@ from __future__ import annotations
 import logging
 import re
 import sys
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -19,6 +18,7 @@ from hypothesis import strategies as st
 sys.path.insert(0, str(Path(__file__).parent / "fixtures"))
 from fake_qga import FakeQga
 from qga_process import QGA, qga_argv, start_qga_process, stop_qga_process
+from waiting import wait_for
 
 from vftune.hostdriver.linux.guest_agent import socket_connector
 from vftune.hostdriver.linux.guest_agent.snmp_text import SnmpTextError, parse_snmp, parse_snmp6
@@ -27,18 +27,6 @@ from vftune.hostdriver.linux.guest_agent.socket_drops import DropsLimits, DropsR
 FIXTURES = Path(__file__).parent / "fixtures" / "guest_net"
 SNMP_TEXT = (FIXTURES / "snmp").read_text()
 SNMP6_TEXT = (FIXTURES / "snmp6").read_text()
-WAIT_S = 20.0
-
-
-def wait_for(cond: Callable[[], Any], what: str, timeout: float = WAIT_S) -> Any:
-    """Poll a condition with a deadline (never a fixed sleep)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        got = cond()
-        if got:
-            return got
-        time.sleep(0.01)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def with_snmp(text: str, table: str, field: str, value: int) -> str:

@@ -46,6 +46,7 @@ from vftune.hostdriver.linux.guest_agent.protocol import (
     hardware_addresses,
     not_allowed,
 )
+from vftune.hostdriver.linux.guest_agent.threads import stop_guest_threads
 from vftune.model import Applied
 
 log = logging.getLogger("vftune.linux.guest_agent")
@@ -305,17 +306,7 @@ class GuestAgentActuator:
 
     def close(self) -> None:
         """Stop the workers (each finishes or times out its current call) and close channels."""
-        self._stop.set()
-        with self._cond:
-            guests = list(self._guests.values())
-            self._guests.clear()
-            for g in guests:
-                g.closed = True
-            self._cond.notify_all()
-        end = time.monotonic() + self.limits.call_timeout_s + 1.0  # one call's worth for all of them
-        for g in guests:
-            if g.thread is not None and g.thread is not threading.current_thread():
-                g.thread.join(max(0.0, end - time.monotonic()))
+        stop_guest_threads(self._stop, self._cond, self._guests, self.limits.call_timeout_s + 1.0)
 
     # -- workers ---------------------------------------------------------------------------------
 

@@ -38,6 +38,7 @@ from vftune.hostdriver.linux.guest_agent.snmp_text import (
     parse_snmp,
     parse_snmp6,
 )
+from vftune.hostdriver.linux.guest_agent.threads import stop_guest_threads
 
 log = logging.getLogger("vftune.linux.guest_drops")
 
@@ -174,17 +175,7 @@ class GuestDropsReader:
 
     def close(self) -> None:
         """Stop the pollers (each finishes or times out its current call) and close channels."""
-        self._stop.set()
-        with self._cond:
-            guests = list(self._guests.values())
-            self._guests.clear()
-            for g in guests:
-                g.closed = True
-            self._cond.notify_all()
-        end = time.monotonic() + self.limits.read_deadline_s + 1.0
-        for g in guests:
-            if g.thread is not None and g.thread is not threading.current_thread():
-                g.thread.join(max(0.0, end - time.monotonic()))
+        stop_guest_threads(self._stop, self._cond, self._guests, self.limits.read_deadline_s + 1.0)
 
     # -- pollers ---------------------------------------------------------------------------------
 
