@@ -389,3 +389,19 @@ def test_one_lucky_window_does_not_displace_a_confirmed_remainder_when_the_budge
         s.tell(itr, 0.985 if again else first[itr], scale=scale)
     assert [p.itr for p in s.history] == [10349, 45105, 4167, 4167]
     assert s.best == (10349 if scale is None else 4167)
+
+
+@pytest.mark.parametrize("scale", [None, 300.0])
+def test_a_remainder_is_credited_with_its_mean_a_plain_throughput_with_its_lowest_window(scale):
+    """A burst lifts a throughput window, never lowers it: a plain value is judged by its lowest
+    window. A remainder (what reached applications, of a much larger count received) swings
+    either way with what the sockets dropped, so it is judged by its mean."""
+    s = ItrSearch(ITR_MIN_RATE, ITR_MAX_RATE, 1000)
+    first, second = s.ask(), None
+    s.tell(first, 10.0, scale=scale)
+    second = s.ask()
+    s.tell(second, 10.0, scale=scale)
+    again = s.ask()  # a tie: one of the two is measured again
+    assert again in (first, second)
+    s.tell(again, 20.0, scale=scale)
+    assert s.score(again) == (10.0 if scale is None else 15.0)

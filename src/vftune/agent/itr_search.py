@@ -23,8 +23,10 @@ Network", Huijun Wu and Jigang Wang) with these changes:
 * a measured value may be told with its scale (the bits the VF received when the value is what
   reached its applications): a difference is noise unless it clears the margin of the larger of
   the two values or their scales, since a small remainder carries the noise of what it is taken
-  from; and a receiver whose applications got less than half of what it received (an overloaded
-  guest dropping at its sockets) has the lowest rate of the range measured too, which a golden
+  from; such a value is credited with its mean, not its lowest window (a burst only lifts a
+  throughput window, but a remainder swings either way with what the sockets dropped); and a
+  receiver whose applications got less than half of what it received (an overloaded guest
+  dropping at its sockets) has the lowest rate of the range measured too, which a golden
   section never measures: dropping at the NIC's ring costs the guest nothing (Mogul &
   Ramakrishnan's receive-livelock remedy), so the range's end may be the best;
 * do no harm: it measures the incumbent setting first and keeps it unless the result,
@@ -250,7 +252,7 @@ class ItrSearch:
             self._incumbent_samples.append(float(throughput))
             # Judged as the probes are: by its lowest window when pessimistic (else a lucky
             # incumbent window would keep the incumbent against better, re-measured probes).
-            self.incumbent_throughput = (min(self._incumbent_samples) if self.pessimistic
+            self.incumbent_throughput = (min(self._incumbent_samples) if self.pessimistic and not self._incumbent_scales
                                          else sum(self._incumbent_samples) / len(self._incumbent_samples))
             if self.phase == RECHECK:
                 self._finish()
@@ -309,9 +311,12 @@ class ItrSearch:
     def score(self, itr: int) -> float:
         """What a rate is credited with when choosing: its lowest measurement when
         ``pessimistic`` (a window lifted by a burst or by a neighbour's probe freeing the port
-        must not win; re-measuring a point can only make its claim more modest), else its mean."""
+        must not win; re-measuring a point can only make its claim more modest), else its mean;
+        always its mean when its values were told with a scale (a remainder swings both ways)."""
         values = self._samples[itr]
-        return min(values) if self.pessimistic else sum(values) / len(values)
+        if self.pessimistic and not self._scales.get(itr):
+            return min(values)
+        return sum(values) / len(values)
 
     def scores(self) -> dict[int, float]:
         return {r: self.score(r) for r in sorted(self._samples)}
