@@ -34,6 +34,7 @@ class SyntheticVf:
     seed: int = 0
     irq_visible: bool = True
     packet_bytes: float = 1500.0
+    dropped: Callable[[int], float] | None = None  # share its guest's sockets drop at a setting
     itr: int = 0
     t: int = 0
     decisions: list[tuple[int, ItrDecision]] = field(default_factory=list)
@@ -61,6 +62,7 @@ class SyntheticVf:
             pci=PCI, pf="enp3s0f0", t=float(self.t), dt=1.0, rx_pps=pps, rx_bps=delta, tx_pps=0.0,
             tx_bps=0.0, interrupts_per_s=None if irqs is None else float(irqs), interrupts=irqs,
             itr=self.itr, guest_cpu=None, fresh=fresh,
+            rx_dropped_pps=None if self.dropped is None else pps * self.dropped(self.itr),
         )
 
     def run(self, tuner: SearchTuner, ticks: int) -> None:
@@ -448,3 +450,22 @@ def test_a_burst_that_becomes_the_reference_does_not_restart_the_search():
     level["gain"] = 1.5
     vf.run(tuner, 45)
     assert tuner.restarts["load"] == 1
+
+
+def test_a_recalled_setting_whose_application_now_gets_less_is_checked_though_the_ring_counts_as_before():
+    """A profile remembers what reached the applications. A VF back in a remembered class whose
+    ring counts as much as remembered, but whose guest now drops most of it at its sockets at the
+    recalled rate, is checked against the adaptive ITR and searched again."""
+    load = {"bytes": 1500.0, "drop": 0.0}
+    vf = SyntheticVf(two_loads(load), dropped=lambda itr: load["drop"] if itr else 0.0)
+    tuner = SearchTuner(PCI, caps())
+    vf.run(tuner, 150)
+    load["bytes"] = vf.packet_bytes = 300.0
+    vf.run(tuner, 150)
+    load.update(bytes=1500.0, drop=0.6)
+    vf.packet_bytes = 1500.0
+    start = vf.t
+    vf.run(tuner, 14)
+    after = [d for t, d in vf.decisions if t > start]
+    assert [d.cause for d in after[:2]] == ["recall", "probe"] and after[1].itr == 0
+    assert tuner.restarts["worse"] == 1

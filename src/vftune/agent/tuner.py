@@ -359,7 +359,7 @@ class SearchTuner(VfPolicy):
         known = self.memory.nearest(self.held_class) if self.held_class is not None else None
         if known is None or not same_itr(known[1].itr, self.held_itr or 0) or known[1].bps <= 0:
             return False
-        return rel_change(change.baseline.bps, known[1].bps) <= self.options.load_change / 2
+        return rel_change(change.baseline.app_bps, known[1].bps) <= self.options.load_change / 2
 
     def _new_load(self, s: VfSample, w: Window, klass: WorkloadClass | None, first: bool = False) -> TunerEvent | None:
         """The load is of another class: recall, resume its search, hand back, or search."""
@@ -452,26 +452,28 @@ class SearchTuner(VfPolicy):
         assert profile is not None
         if w.bps < self.options.min_throughput_bps:
             return None
+        # A profile remembers what its setting delivered (the search's measure: what reached the
+        # applications), so that is what a window is compared with.
         if self._recall_bps is None:
-            if w.bps >= profile.bps * (1.0 - self.options.worse_margin):
+            if w.app_bps >= profile.bps * (1.0 - self.options.worse_margin):
                 self._recalled = None  # as good as remembered
                 return None
             if profile.itr == 0:
                 self._recalled = None
-                profile.bps = w.bps
+                profile.bps = w.app_bps
                 return None
-            self._recall_bps = w.bps
+            self._recall_bps = w.app_bps
             self.meter.start(s.t, self.options.settle_s)
             return TunerEvent(s.t, Cause.PROBE, {"n": 1, "of": 1, "itr": 0, "role": "checking the recalled setting",
                                                  "set": 0})
         recalled_bps, self._recall_bps, self._recalled = self._recall_bps, None, None
-        if w.bps > recalled_bps * (1.0 + self.options.margin):
+        if w.app_bps > recalled_bps * (1.0 + self.options.margin):
             klass = self.held_class
             if klass is not None:
                 self.memory.forget(klass)
                 self.profiles.host.forget(klass)
             return self._begin(s, Cause.RESTART_WORSE, warm=False, baseline=w, klass=klass, klass_name=str(klass),
-                               itr=profile.itr, change=recalled_bps / w.bps - 1.0)
+                               itr=profile.itr, change=recalled_bps / w.app_bps - 1.0)
         profile.bps = recalled_bps
         self.meter.start(s.t, self.options.settle_s)
         return TunerEvent(s.t, Cause.RECALL, {"klass": str(self.held_class), "itr": profile.itr,
