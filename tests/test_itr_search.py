@@ -405,3 +405,15 @@ def test_a_remainder_is_credited_with_its_mean_a_plain_throughput_with_its_lowes
     assert again in (first, second)
     s.tell(again, 20.0, scale=scale)
     assert s.score(again) == (10.0 if scale is None else 15.0)
+
+
+def test_a_lucky_incumbent_is_measured_again_even_when_the_budget_is_spent():
+    """The veto of one window is the least reliable number in a search: with the budget spent,
+    the incumbent's second measurement is one probe beyond it, not skipped."""
+    f = peak_curve(40_000)
+    values = iter([1.2, 0.6])
+    s = ItrSearch(ITR_MIN_RATE, ITR_MAX_RATE, 1000, SearchConfig(max_probes=5), incumbent=0)
+    while (itr := s.ask()) is not None:
+        s.tell(itr, next(values) if itr == 0 else f(itr))
+    assert [p.itr for p in s.history].count(0) == 2 and s.probes == 6
+    assert s.best != 0

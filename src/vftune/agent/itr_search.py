@@ -455,20 +455,22 @@ class ItrSearch:
         """The incumbent would veto the result on one measurement (as better, as as good for
         fewer interrupts, or by the CPU rule as cheaper per bit): measure it once more. An
         adaptive incumbent moves with its own state, so one window of it is the least reliable
-        number in the search."""
-        if not self._recheck or self.incumbent is None or self.incumbent_throughput is None or not self._spare():
+        number in the search. When the budget is spent this one probe goes beyond it: a veto
+        must not rest on one window."""
+        if not self._recheck or self.incumbent is None or self.incumbent_throughput is None:
             return False
         if len(self._incumbent_samples) != 1 or self._choice == self.incumbent:
             return False
         assert self._choice is not None
         value, inc = self.score(self._choice), self.incumbent_throughput
-        if value < inc * (1.0 - self.harm_margin):
-            return True
         cost = self.incumbent_cost if self.incumbent_cost else (self.incumbent or None)
-        if cost is not None and self._choice > cost * (1.0 + self.margin) and inc > 0 and (
-                value / inc - 1.0 < self.cost_margin):
-            return True
-        return self._cpu_rule_vetoes(self._choice, inc)
+        vetoes = (value < inc * (1.0 - self.harm_margin)
+                  or (cost is not None and self._choice > cost * (1.0 + self.margin) and inc > 0
+                      and value / inc - 1.0 < self.cost_margin)
+                  or self._cpu_rule_vetoes(self._choice, inc))
+        if vetoes and not self._spare():
+            self.max_probes += 1
+        return vetoes
 
     def _scale(self, itr: int) -> float:
         values = self._scales.get(itr)
