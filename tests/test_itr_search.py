@@ -417,3 +417,12 @@ def test_a_lucky_incumbent_is_measured_again_even_when_the_budget_is_spent():
         s.tell(itr, next(values) if itr == 0 else f(itr))
     assert [p.itr for p in s.history].count(0) == 2 and s.probes == 6
     assert s.best != 0
+
+
+def test_a_strict_budget_is_never_exceeded_not_even_for_a_lucky_incumbent():
+    f = peak_curve(40_000)
+    values = iter([1.2, 0.6])
+    s = ItrSearch(ITR_MIN_RATE, ITR_MAX_RATE, 1000, SearchConfig(max_probes=5, strict_budget=True), incumbent=0)
+    while (itr := s.ask()) is not None:
+        s.tell(itr, next(values) if itr == 0 else f(itr))
+    assert s.probes == 5 and [p.itr for p in s.history].count(0) == 1

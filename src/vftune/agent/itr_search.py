@@ -16,7 +16,10 @@ Network", Huijun Wu and Jigang Wang) with these changes:
   towards the plateau's low edge (fewer interrupts, throughput within ``plateau_margin``);
 * a budget: at most ``max_probes`` measurements in all (the incumbent's included); extras
   (repeats, step scans, edge probes, re-checks) are only spent while the budget allows, and
-  when it runs out the bracket stops where it is, with one probe kept for the confirmation;
+  when it runs out the bracket stops where it is, with one probe kept for the confirmation.
+  Two probes may go one beyond it each, unless ``strict_budget``: the incumbent's second
+  measurement before it vetoes the result on one window, and an overloaded receiver's lowest
+  rate (below);
 * interrupts cost CPU: a higher rate than the incumbent's must gain more than the noise
   margin (or ``cost_margin``), or the incumbent stays; with ``cpu_worth`` and CPU measured per
   probe, a result costing more CPU per bit than the incumbent must gain cpu_worth times as much;
@@ -98,6 +101,7 @@ class SearchConfig:
     plateau_width: float = 1.5
     quantize: Callable[[float], float] | None = None
     cpu_worth: float | None = None
+    strict_budget: bool = False  # True: max_probes is a hard cap (no recheck or low end beyond it)
 
     def __post_init__(self) -> None:
         if not self.tolerance > 0:
@@ -469,6 +473,8 @@ class ItrSearch:
                       and value / inc - 1.0 < self.cost_margin)
                   or self._cpu_rule_vetoes(self._choice, inc))
         if vetoes and not self._spare():
+            if self.config.strict_budget:
+                return False
             self.max_probes += 1
         return vetoes
 
@@ -492,6 +498,8 @@ class ItrSearch:
         rate = self._rate(math.log(self.low))
         if rate in self._samples or rate == self.incumbent:
             return None
+        if self.config.strict_budget:
+            return rate if self._spare(keep=3 if self._confirm else 2) else None
         self.max_probes += 1  # a candidate beside the golden section's, not one of its steps
         return rate
 

@@ -72,7 +72,8 @@ class KnobSearchConfig:
     def search_config(self, objective: Objective) -> itr_search.SearchConfig:
         """The agent's SearchConfig for this objective, built as SearchTuner builds it, on this axis."""
         cfg = Goal(objective).search_config(self.tuner_options(objective).search_config())
-        return replace(cfg, quantize=_quantize)
+        # The testbed's contract is a hard budget: the agent's extra recheck beyond it is off.
+        return replace(cfg, quantize=_quantize, strict_budget=True)
 
     def bracket(self, objective: Objective) -> tuple[float, float]:
         low, high = 1e6 / self.max_gro_us, 1e6 / self.min_gro_us
