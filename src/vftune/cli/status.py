@@ -84,6 +84,13 @@ def phase(vf: dict[str, Any], short: bool = False) -> str:
     return "own adaptive ITR" if short else "following its own adaptive ITR"
 
 
+def drops(vf: dict[str, Any]) -> str:
+    """The guest's socket drops: the rate when known, else the word that says why not."""
+    if vf.get("rx_dropped_pps") is not None:
+        return rate(vf["rx_dropped_pps"], "p/s")
+    return str(vf.get("rx_dropped_source") or "-")
+
+
 def _cpu_line(host: dict[str, Any]) -> str:
     model = host.get("cost_model") or {}
     saved = model.get("saved_cpu_s_per_s")
@@ -143,6 +150,7 @@ def render(state: dict[str, Any], width: int) -> RenderableType:
         if narrow:
             columns = [c for c in columns if c not in ("rx pkts", "tx")]
         if wide:
+            columns.insert(columns.index("CPU") + 1, "drops")
             columns += ["actuator", "objective", "last decision"]
         for col in columns:
             table.add_column(col, justify="left" if col in ("VF", "guest", "phase", "actuator", "objective", "last decision")
@@ -153,11 +161,15 @@ def render(state: dict[str, Any], width: int) -> RenderableType:
                 "VF": vf["pci"], "guest": vf["guest"] or "-", "ITR": itr(vf["itr"]),
                 "rx": rate(vf["rx_bps"], "b/s"), "rx pkts": rate(vf["rx_pps"], "p/s"), "tx": rate(vf["tx_bps"], "b/s"),
                 "interrupts": rate(vf["interrupts_per_s"], "/s"), "CPU": cpu(vf["guest_cpu"]), "phase": phase(vf, narrow),
-                "actuator": vf.get("actuator") or "-",
+                "actuator": vf.get("actuator") or "-", "drops": drops(vf),
                 "objective": vf.get("objective") or "", "last decision": vf["last_decision"] or "",
             }
             table.add_row(*(cells[c] for c in columns))
         parts.append(table)
+        if wide:  # what an operator can fix: the guest agents that do not answer, one line each
+            reasons = dict.fromkeys(vf.get("rx_dropped_reason") for vf in by_pf.get(pf["name"], [])
+                                    if vf.get("rx_dropped_source") == "unavailable")
+            parts.extend(Text(f"  drops unknown: {r}", style="yellow") for r in reasons if r)
     return Group(*parts)
 
 
