@@ -144,7 +144,9 @@ def render(state: dict[str, Any], width: int) -> RenderableType:
         parts.append(_pf_line(pf))
         if wide and pf.get("last_decision"):
             parts.append(Text(f"  last: {pf['last_decision']}", style="dim"))
-        table = Table(box=None, pad_edge=False, header_style="bold")
+        # Wide: the last decision (free text, often long) takes what the other columns leave and is
+        # cut there; without a ratio rich shrinks every column alike and the addresses go first.
+        table = Table(box=None, pad_edge=False, header_style="bold", expand=wide)
         # Narrow terminals lose the packet rate and transmit columns, not the phase.
         columns = ["VF", "guest", "ITR", "rx", "rx pkts", "tx", "interrupts", "CPU", "phase"]
         if narrow:
@@ -155,7 +157,8 @@ def render(state: dict[str, Any], width: int) -> RenderableType:
         for col in columns:
             table.add_column(col, justify="left" if col in ("VF", "guest", "phase", "actuator", "objective", "last decision")
                              else "right", no_wrap=True, overflow="ellipsis",
-                             max_width=10 if narrow and col == "guest" else None)
+                             max_width=10 if narrow and col == "guest" else None,
+                             ratio=1 if col == "last decision" else None)
         for vf in by_pf.get(pf["name"], []):
             cells = {
                 "VF": vf["pci"], "guest": vf["guest"] or "-", "ITR": itr(vf["itr"]),
