@@ -271,3 +271,20 @@ def test_linux_without_a_transport_says_unavailable_and_why(tmp_path: Path) -> N
                               "connection (--libvirt-uri none) and no --guest-agent-sockets")
     finally:
         host.close()
+
+
+def test_linux_a_guest_agent_that_has_not_answered_yet_is_pending(tmp_path: Path, one_vf_web1: str) -> None:
+    sockets = tmp_path / "agents"
+    sockets.mkdir()
+    slow = FakeQga(sockets / "vm-web1.sock", _files(), name="vm-web1")
+    slow.hold.clear()  # every reply waits: the first read is under way, not failed
+    agent, host = _linux_agent(tmp_path, guest_agent_sockets=sockets, guest_rx_drops="auto")
+    try:
+        wait_for(lambda: "vm-web1: guest-sync" in slow.events, "vm-web1's poller to ask its agent")
+        vf = agent.view().vf(one_vf_web1)
+        assert vf is not None and vf.rx_dropped_source == "pending" and vf.rx_dropped_pps is None
+        assert vf.rx_dropped_reason == "guest vm-web1: the first read through its guest agent is under way"
+    finally:
+        slow.hold.set()
+        host.close()  # type: ignore[attr-defined]
+        slow.close()
