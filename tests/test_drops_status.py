@@ -95,6 +95,13 @@ def test_wide_status_shows_the_word_and_the_reason_an_operator_can_act_on(no_age
         "drops unknown: guest rpc-1: no guest agent answers (the scenario's [host] guest_agent = false)"], out
 
 
+def test_the_status_page_shows_the_word_with_the_reason_on_hover(no_agent_sim: RunningAgent) -> None:
+    page = httpx.get(f"{no_agent_sim.url}/").text
+    cells = re.findall(r'<td class="n" title="([^"]*)">unavailable</td>', page)
+    assert len(cells) == 5 and cells[0] == ("guest udp-1: no guest agent answers (the scenario&#x27;s [host] "
+                                            "guest_agent = false)"), cells
+
+
 def test_narrow_status_has_no_drops_column(no_agent_sim: RunningAgent) -> None:
     out = _status(no_agent_sim.url, 120)
     assert " drops " not in out and "drops unknown" not in out and max(len(line) for line in out.splitlines()) <= 120
