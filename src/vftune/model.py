@@ -40,6 +40,24 @@ class VfActuator:
     reason: str
 
 
+# Whether a VF's guest socket drops (VfView.rx_dropped_pps) are known, in one word:
+# guest-agent: counts arrive through its guest's agent; pending: not read twice yet (a rate needs
+# two reads); unavailable: the agent is missing, times out, blocks guest-file-* or no transport
+# reaches it (the reason says which, and when it is tried again); shared: its guest holds other VFs
+# too, and a guest's drops cannot be split between them; no-guest: no running guest holds the VF;
+# off: not read (--guest-rx-drops off, or a backend that cannot).
+DropsSource = Literal["guest-agent", "pending", "unavailable", "shared", "no-guest", "off"]
+DROPS_SOURCES: tuple[str, ...] = ("guest-agent", "pending", "unavailable", "shared", "no-guest", "off")
+
+
+@dataclass(frozen=True)
+class VfDrops:
+    """Where a VF's guest socket drops come from (DropsSource) and why, in one line."""
+
+    source: DropsSource
+    reason: str
+
+
 @dataclass(frozen=True)
 class VfInfo:
     pf: str  # PF network interface name
@@ -263,6 +281,9 @@ class VfView:
     actuator: ActuatorKind = "none"  # how its ITR is set: "patched", "guest-agent" or "none"
     actuator_reason: str = ""
     rx_dropped_pps: float | None = None  # its guest's socket receive drops (VfSample's), when known
+    # Whether rx_dropped_pps is known (DropsSource: "guest-agent" exactly when it is) and why not.
+    rx_dropped_source: DropsSource = "off"
+    rx_dropped_reason: str = ""
 
 
 VF_TOTALS = ("rx_bytes", "tx_bytes", "rx_packets", "tx_packets", "interrupts")

@@ -49,6 +49,7 @@ from vftune.model import (
     SettingValue,
     TickTimes,
     VfActuator,
+    VfDrops,
     VfInfo,
     VfSample,
     VfView,
@@ -117,6 +118,16 @@ def _switches(s: PfSample | None, st: PfState | None) -> int | None:
         return s.switches
     counted = st.controller_state.get("switches") if st else None
     return counted if isinstance(counted, int) else None
+
+
+def _drops_view(host: VfDrops, rate: float | None) -> VfDrops:
+    """What the host says of a VF's guest socket drops, made to agree with the sample: the rate is
+    known exactly when the source is "guest-agent" (the host answers now; the rate is of the last tick)."""
+    if rate is not None:
+        return host if host.source == "guest-agent" else VfDrops("guest-agent", f"rate from its last reads; since: {host.reason}")
+    if host.source == "guest-agent":
+        return VfDrops("pending", f"{host.reason}; a rate needs two reads")
+    return host
 
 
 def _vf_state(st: VfState | None) -> str:
@@ -204,6 +215,9 @@ class Agent:
         s = st.sample if st else None
         phase = st.policy_state.get("phase") if st else None
         act = self.host.vf_actuator(vf.pci) or VfActuator("none", f"the {self.host.name} backend does not say")
+        rx_dropped = s.rx_dropped_pps if s else None
+        drops = _drops_view(self.host.vf_drops(vf.pci) or VfDrops(
+            "off", f"the {self.host.name} backend does not read guests' socket drops"), rx_dropped)
         return VfView(
             pci=vf.pci, pf=vf.pf, index=vf.index, driver=vf.driver,
             guest=vf.guest.name if vf.guest else None, guest_uuid=vf.guest.uuid if vf.guest else None,
@@ -216,7 +230,8 @@ class Agent:
             policy_state=dict(st.policy_state) if st else {},
             state=_vf_state(st), objective=st.rule.objective if st else NO_RULE.objective,
             rule=st.rule.source if st else None, totals=dict(st.totals) if st else {},
-            actuator=act.actuator, actuator_reason=act.reason, rx_dropped_pps=s.rx_dropped_pps if s else None,
+            actuator=act.actuator, actuator_reason=act.reason, rx_dropped_pps=rx_dropped,
+            rx_dropped_source=drops.source, rx_dropped_reason=drops.reason,
         )
 
     @staticmethod

@@ -17,7 +17,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from prometheus_client.registry import Collector
 
 from vftune import __version__
-from vftune.model import RX_MODES, TICK_BUCKETS, VF_STATES, AgentView
+from vftune.model import DROPS_SOURCES, RX_MODES, TICK_BUCKETS, VF_STATES, AgentView
 
 VF_LABELS = ["pci", "pf", "guest"]
 # model.VF_TOTALS key -> (metric name, help)
@@ -49,6 +49,11 @@ class AgentCollector(Collector):
         drops = GaugeMetricFamily("vftune_vf_socket_drops_per_second",
                                   "Datagrams per second the VF's guest dropped at its sockets on receive over the last "
                                   "tick (its guest agent's UDP RcvbufErrors); absent when unknown", labels=VF_LABELS)
+        # One series per source, 1 for the one in force (node_exporter's systemd unit_state style):
+        # a fixed label set, no series churn when a guest's agent comes and goes.
+        drops_source = GaugeMetricFamily("vftune_vf_socket_drops_source",
+                                         "1 for where the VF's socket drops come from, or why they are unknown: "
+                                         + ", ".join(DROPS_SOURCES), labels=[*VF_LABELS, "source"])
         for vf in view.vfs:
             values = [vf.pci, vf.pf, vf.guest or ""]
             for key, family in counters.items():
@@ -63,8 +68,10 @@ class AgentCollector(Collector):
                 cpu.add_metric(values, vf.guest_cpu)
             if vf.rx_dropped_pps is not None:
                 drops.add_metric(values, vf.rx_dropped_pps)
+            for source in DROPS_SOURCES:
+                drops_source.add_metric([*values, source], 1.0 if vf.rx_dropped_source == source else 0.0)
         yield from counters.values()
-        yield from (itr, adaptive, state, cpu, drops)
+        yield from (itr, adaptive, state, cpu, drops, drops_source)
 
         mode = GaugeMetricFamily("vftune_pf_rx_mode",
                                  "1 for the receive mode the PF runs now (de or napi; hybrid when the driver does "

@@ -11,6 +11,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from vftune.itr import ITR_MAX_RATE
+from vftune.model import DropsSource
 
 
 class ViewModel(BaseModel):
@@ -129,6 +130,11 @@ class VfOut(ViewModel):
         None, description="datagrams/s its guest's sockets dropped on receive (UDP RcvbufErrors, read through "
         "the guest's agent); null when unknown or when the guest has other VFs too. The tuner credits the VF "
         "with what reached applications: received less these")
+    rx_dropped_source: DropsSource = Field(
+        description="whether rx_dropped_pps is known: guest-agent (it is), pending (not read twice yet), "
+        "unavailable (the guest's agent is missing, times out or blocks guest-file-*; see rx_dropped_reason), "
+        "shared (its guest holds other VFs too: drops are per guest), no-guest, or off (--guest-rx-drops off)")
+    rx_dropped_reason: str = Field(description="why, in one line: the agent's error and when it is tried again")
 
 
 class VfDetail(VfOut):

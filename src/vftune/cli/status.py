@@ -84,6 +84,13 @@ def phase(vf: dict[str, Any], short: bool = False) -> str:
     return "own adaptive ITR" if short else "following its own adaptive ITR"
 
 
+def drops(vf: dict[str, Any]) -> str:
+    """The guest's socket drops: the rate when known, else the word that says why not."""
+    if vf.get("rx_dropped_pps") is not None:
+        return rate(vf["rx_dropped_pps"], "p/s")
+    return str(vf.get("rx_dropped_source") or "-")
+
+
 def _cpu_line(host: dict[str, Any]) -> str:
     model = host.get("cost_model") or {}
     saved = model.get("saved_cpu_s_per_s")
@@ -137,27 +144,35 @@ def render(state: dict[str, Any], width: int) -> RenderableType:
         parts.append(_pf_line(pf))
         if wide and pf.get("last_decision"):
             parts.append(Text(f"  last: {pf['last_decision']}", style="dim"))
-        table = Table(box=None, pad_edge=False, header_style="bold")
+        # Wide: the last decision (free text, often long) takes what the other columns leave and is
+        # cut there; without a ratio rich shrinks every column alike and the addresses go first.
+        table = Table(box=None, pad_edge=False, header_style="bold", expand=wide)
         # Narrow terminals lose the packet rate and transmit columns, not the phase.
         columns = ["VF", "guest", "ITR", "rx", "rx pkts", "tx", "interrupts", "CPU", "phase"]
         if narrow:
             columns = [c for c in columns if c not in ("rx pkts", "tx")]
         if wide:
+            columns.insert(columns.index("CPU") + 1, "drops")
             columns += ["actuator", "objective", "last decision"]
         for col in columns:
             table.add_column(col, justify="left" if col in ("VF", "guest", "phase", "actuator", "objective", "last decision")
                              else "right", no_wrap=True, overflow="ellipsis",
-                             max_width=10 if narrow and col == "guest" else None)
+                             max_width=10 if narrow and col == "guest" else None,
+                             ratio=1 if col == "last decision" else None)
         for vf in by_pf.get(pf["name"], []):
             cells = {
                 "VF": vf["pci"], "guest": vf["guest"] or "-", "ITR": itr(vf["itr"]),
                 "rx": rate(vf["rx_bps"], "b/s"), "rx pkts": rate(vf["rx_pps"], "p/s"), "tx": rate(vf["tx_bps"], "b/s"),
                 "interrupts": rate(vf["interrupts_per_s"], "/s"), "CPU": cpu(vf["guest_cpu"]), "phase": phase(vf, narrow),
-                "actuator": vf.get("actuator") or "-",
+                "actuator": vf.get("actuator") or "-", "drops": drops(vf),
                 "objective": vf.get("objective") or "", "last decision": vf["last_decision"] or "",
             }
             table.add_row(*(cells[c] for c in columns))
         parts.append(table)
+        if wide:  # what an operator can fix: the guest agents that do not answer, one line each
+            reasons = dict.fromkeys(vf.get("rx_dropped_reason") for vf in by_pf.get(pf["name"], [])
+                                    if vf.get("rx_dropped_source") == "unavailable")
+            parts.extend(Text(f"  drops unknown: {r}", style="yellow") for r in reasons if r)
     return Group(*parts)
 
 

@@ -8,11 +8,11 @@ on the backend's own monotonic clock, counters are cumulative since boot.
 from __future__ import annotations
 
 import abc
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
-from vftune.model import Applied, Capabilities, Inventory, Snapshot, VfActuator
+from vftune.model import Applied, Capabilities, Inventory, Snapshot, VfActuator, VfDrops, VfInfo
 
 Entry = TypeVar("Entry")
 
@@ -63,6 +63,11 @@ class HostDriver(abc.ABC):
         """How this VF's ITR is set here ("patched", "guest-agent", "none") and why."""
         return None
 
+    def vf_drops(self, vf_pci: str) -> VfDrops | None:
+        """Whether this VF's guest socket drops reach Snapshot.guest_rx_drops, and why not
+        (model.DropsSource). None: the backend does not say (the agent shows "off")."""
+        return None
+
     @abc.abstractmethod
     def set_pf_rx_mode(self, pf: str, mode: str, napi_budget: int | None = None,
                        cliff_pps: float | None = None, epsilon: float | None = None) -> Applied:
@@ -81,6 +86,19 @@ class HostDriver(abc.ABC):
 
     def close(self) -> None:  # noqa: B027 (optional hook)
         """Release handles; restore() is separate so the agent decides when."""
+
+
+def drops_scope(vf: VfInfo, vfs: Iterable[VfInfo]) -> VfDrops | None:
+    """"no-guest" or "shared" when the VF's guest's socket drops cannot be the VF's whatever its
+    agent says (agent.sampling attributes them only to a guest's one VF); None when they can."""
+    if vf.guest is None:
+        return VfDrops("no-guest", "no running guest holds this VF")
+    name = vf.guest.name
+    held = sum(1 for other in vfs if other.guest is not None and other.guest.name == name)
+    if held > 1:
+        return VfDrops("shared", f"guest {name} holds {held} VFs: its socket drops are counted per guest "
+                       "and cannot be split between them")
+    return None
 
 
 @dataclass

@@ -21,7 +21,7 @@ import time
 from dataclasses import dataclass
 
 from vftune.agent.hybrid import NAPI_BUDGET
-from vftune.hostdriver.base import HostDriver, WriteJournal
+from vftune.hostdriver.base import HostDriver, WriteJournal, drops_scope
 from vftune.itr import (
     ITR_MAX_RATE,
     ITR_MIN_RATE,
@@ -40,6 +40,7 @@ from vftune.model import (
     Snapshot,
     VfActuator,
     VfCounters,
+    VfDrops,
     VfInfo,
 )
 from vftune.sim.engine import COUNTER_REFRESH_S, GSTATS_MIN_INTERVAL_S, HostSim
@@ -235,6 +236,19 @@ class SimHost(HostDriver):
             return None
         counters = "fresh counters" if self.sim.patched_counters else "stock counters (2 s refresh)"
         return VfActuator("patched", f"simulated patched ixgbe, {counters}")
+
+    def vf_drops(self, vf_pci: str) -> VfDrops | None:
+        vfs = self._inventory.vfs()
+        vf = next((v for v in vfs if v.pci == vf_pci), None)
+        if vf is None:
+            return None
+        scope = drops_scope(vf, vfs)
+        if scope is not None or vf.guest is None:
+            return scope
+        if not self.spec.guest_agent:  # what the Linux backend reports for a guest without an agent
+            return VfDrops("unavailable", f"guest {vf.guest.name}: no guest agent answers (the scenario's "
+                           "[host] guest_agent = false)")
+        return VfDrops("guest-agent", f"guest {vf.guest.name}: simulated UDP socket drops through its guest agent")
 
     def _pf_index(self, pf: str) -> int | None:
         return self._pf_names.index(pf) if pf in self._pf_names else None

@@ -107,10 +107,12 @@ def _vf_charts(vf: VfView, rows: list[dict[str, Any]], now: float, span_s: float
 
 def _vf_table(vfs: list[VfView]) -> str:
     head = "".join(f"<th>{h}</th>" for h in ("VF", "guest", "phase", "objective", "ITR", "rx", "tx", "interrupts",
-                                             "guest CPU", "last decision"))
+                                             "guest CPU", "socket drops", "last decision"))
     rows = []
     for vf in vfs:
         cpu = "-" if vf.guest_cpu is None else f"{vf.guest_cpu * 100:.0f}%"
+        # The rate when known, else the word saying why not; the reason shows on hover.
+        dropped = si(vf.rx_dropped_pps, "p/s") if vf.rx_dropped_pps is not None else vf.rx_dropped_source
         rows.append(
             f'<tr><td><a href="#vf-{escape(vf.pci)}">{escape(vf.pci)}</a></td><td>{escape(vf.guest or "-")}</td>'
             f"<td>{escape(_vf_phase(vf))}</td><td>{escape(vf.objective)}</td>"
@@ -118,7 +120,8 @@ def _vf_table(vfs: list[VfView]) -> str:
             f'<td class="n">{si(vf.rx_bps, "b/s") if vf.rx_bps is not None else "-"}</td>'
             f'<td class="n">{si(vf.tx_bps, "b/s") if vf.tx_bps is not None else "-"}</td>'
             f'<td class="n">{si(vf.interrupts_per_s, "/s") if vf.interrupts_per_s is not None else "-"}</td>'
-            f'<td class="n">{cpu}</td><td class="muted">{escape(vf.last_decision or "")}</td></tr>'
+            f'<td class="n">{cpu}</td><td class="n" title="{escape(vf.rx_dropped_reason)}">{escape(dropped)}</td>'
+            f'<td class="muted">{escape(vf.last_decision or "")}</td></tr>'
         )
     return f"<table><tr>{head}</tr>{''.join(rows)}</table>"
 

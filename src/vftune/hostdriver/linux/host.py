@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from vftune.config import GUEST_RX_DROPS_MODES
-from vftune.hostdriver.base import HostDriver, HostError
+from vftune.hostdriver.base import HostDriver, HostError, drops_scope
 from vftune.hostdriver.linux import patched_attrs as pa
 from vftune.hostdriver.linux.counter_health import CounterHealth
 from vftune.hostdriver.linux.cpu import ProcessCpu, parse_proc_stat
@@ -48,6 +48,7 @@ from vftune.model import (
     Snapshot,
     VfActuator,
     VfCounters,
+    VfDrops,
     VfInfo,
 )
 from vftune.store.journal import Journal, JournalEntry, JournalError, TargetGone
@@ -270,6 +271,20 @@ class LinuxHost(HostDriver):
 
     def vf_actuator(self, vf_pci: str) -> VfActuator | None:
         return self._guest_agent.status(vf_pci)
+
+    def vf_drops(self, vf_pci: str) -> VfDrops | None:
+        infos = self._vf_infos
+        vf = next((v for v in infos if v.pci == vf_pci), None)
+        if vf is None:
+            return None
+        if self._drops is None:
+            if self._drops_unavailable is not None:
+                return VfDrops("unavailable", self._drops_unavailable)
+            return VfDrops("off", "guests' socket receive drops are not read (--guest-rx-drops off)")
+        scope = drops_scope(vf, infos)
+        if scope is not None or vf.guest is None:
+            return scope
+        return self._drops.source(vf.guest.name)
 
     def collect_applied(self) -> list[Applied]:
         return self._guest_agent.collect() + self._confirmations()

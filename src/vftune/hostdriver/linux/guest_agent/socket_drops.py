@@ -39,6 +39,7 @@ from vftune.hostdriver.linux.guest_agent.snmp_text import (
     parse_snmp6,
 )
 from vftune.hostdriver.linux.guest_agent.threads import stop_guest_threads
+from vftune.model import VfDrops
 
 log = logging.getLogger("vftune.linux.guest_drops")
 
@@ -160,6 +161,27 @@ class GuestDropsReader:
                 return None
             return GuestDropsStatus(g.reading, g.last_error, g.failures, g.reads,
                                     max(0.0, g.next_at - self._clock()) if g.failures else 0.0)
+
+    def source(self, guest: str) -> VfDrops:
+        """The guest's counts for an operator (model.DropsSource): "guest-agent" while fresh ones
+        arrive, "pending" until the first read ends or while one is late, "unavailable" with the last
+        failure and when the next try is."""
+        with self._cond:
+            g = self._guests.get(guest)
+            if g is None:
+                return VfDrops("pending", f"guest {guest}: not read yet (tracked from the next inventory)")
+            if g.failures and g.last_error is not None:
+                wait_s = g.next_at - self._clock()
+                retry = f"next try in {wait_s:.0f} s" if wait_s >= 0.5 else "trying again now"
+                return VfDrops("unavailable", f"{g.last_error}; {retry}")
+            if g.reading is None:
+                return VfDrops("pending", f"guest {guest}: the first read through its guest agent is under way")
+            age = self._clock() - g.reading.read_at
+            if age > self.limits.max_age_s:
+                return VfDrops("pending", f"guest {guest}: its last count is {age:.0f} s old, "
+                               "waiting on its guest agent")
+            return VfDrops("guest-agent", f"guest {guest}: UDP RcvbufErrors (/proc/net/snmp, snmp6) "
+                           "through its guest agent")
 
     def read_now(self, guest: str) -> int:
         """One read of `guest` on the caller's thread, blocking up to Limits.read_deadline_s (plus
