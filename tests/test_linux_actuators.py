@@ -209,10 +209,11 @@ def test_restore_asks_the_vf_for_what_it_ran_before_withdrawing_the_request(
         assert host.set_vf_itr(VF0, 12000).ok
         writes.clear()
         host.restore()
-        # Writing "0" back only withdraws a request, so the VF's own value goes first.
+        # Writing "0" back only withdraws a request, so every VF is asked for its own value first,
+        # and the requests are withdrawn once the VFs had the time to take it.
         assert writes == [
-            (f"{PF0_DEV}/sriov/1/itr_usecs", "100"), (f"{PF0_DEV}/sriov/1/itr_usecs", "0"),
-            (f"{PF0_DEV}/sriov/0/itr_usecs", "1"), (f"{PF0_DEV}/sriov/0/itr_usecs", "0"),
+            (f"{PF0_DEV}/sriov/1/itr_usecs", "100"), (f"{PF0_DEV}/sriov/0/itr_usecs", "1"),
+            (f"{PF0_DEV}/sriov/1/itr_usecs", "0"), (f"{PF0_DEV}/sriov/0/itr_usecs", "0"),
         ]
     finally:
         host.close()
@@ -289,7 +290,8 @@ def test_a_fixed_itr_is_confirmed_by_the_vfs_own_report_or_reported_unconfirmed(
     vf1 = hosttree.vf_bdf(hosttree.PF0[0], 1)
     try:
         host.inventory()
-        assert host.set_vf_itr(VF0, 20000).ok and host.set_vf_itr(vf1, 20000).ok
+        first, second = host.set_vf_itr(VF0, 20000), host.set_vf_itr(vf1, 20000)
+        assert first.ok and first.pending and second.ok and second.pending  # stored, not yet in force
         assert host.collect_applied() == []  # the VFs fetch within 2 s: nothing to say yet
         (tmp_path / PF0_DEV / "sriov/0/itr_applied_usecs").write_text("48\n")  # VF 0 reports, VF 1 does not
         clock.sleep(1.0)
@@ -300,5 +302,53 @@ def test_a_fixed_itr_is_confirmed_by_the_vfs_own_report_or_reported_unconfirmed(
         assert [(a.target, a.ok) for a in late] == [(vf1, False)]
         assert "itr_applied_usecs reads '0', not the 48 requested 4 s ago" in (late[0].error or "")
         assert host.collect_applied() == []  # said once
+        # The adaptive ITR reports whatever it picks: in force once a whole fetch period passed.
+        assert host.set_vf_itr(VF0, 0).pending
+        clock.sleep(1.5)
+        assert host.collect_applied() == []
+        clock.sleep(0.5)
+        assert [(a.target, a.setting, a.ok, a.applied) for a in host.collect_applied()] == [
+            (VF0, "itr_confirmed", True, 0)]
+    finally:
+        host.close()
+
+
+def test_restore_waits_for_each_vf_to_take_its_own_setting_before_withdrawing_the_request(tmp_path: Path) -> None:
+    # The VF applies a request only at its next fetch, and a withdrawn request (0) leaves it at
+    # whatever it runs: withdrawing at once would leave it at vftune's rate.
+    from linux_host import FetchingVfs, ManualClock
+
+    clock = ManualClock()
+    vfs = FetchingVfs(tmp_path, clock, period=1.0)
+    host, _ = make_host(tmp_path, libvirt=False, clock=clock, sleeper=vfs.sleep)
+    sriov0 = tmp_path / PF0_DEV / "sriov/0"
+    (sriov0 / "itr_applied_usecs").write_text("100\n")  # the guest ran rx-usecs 100 before vftune
+    try:
+        host.inventory()
+        assert host.set_vf_itr(VF0, 20000).pending
+        vfs.sleep(1.0)
+        assert [a.applied for a in host.collect_applied()] == [20345]  # the VF runs 48 us now
+        started = clock.t
+        restored = host.restore()
+        assert all(r.ok for r in restored)
+        assert read(tmp_path, f"{PF0_DEV}/sriov/0/itr_usecs") == "0"  # the request is withdrawn ...
+        assert read(tmp_path, f"{PF0_DEV}/sriov/0/itr_applied_usecs") == "100"  # ... after the VF took 100
+        assert 0 < clock.t - started <= 1.1  # one fetch, not the whole deadline
+    finally:
+        host.close()
+
+
+def test_restore_does_not_wait_past_the_deadline_for_a_vf_that_never_fetches(tmp_path: Path) -> None:
+    from linux_host import ManualClock
+
+    clock = ManualClock()
+    host, _ = make_host(tmp_path, libvirt=False, clock=clock, sleeper=clock.sleep)
+    try:
+        host.inventory()
+        assert host.set_vf_itr(VF0, 20000).ok
+        started = clock.t
+        assert all(r.ok for r in host.restore())
+        assert read(tmp_path, f"{PF0_DEV}/sriov/0/itr_usecs") == "0"
+        assert 2.0 <= clock.t - started <= 4.1  # at least a fetch period (adaptive), at most the deadline
     finally:
         host.close()

@@ -10,7 +10,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent / "fixtures"))
 import hosttree
-from linux_host import ManualClock, host_files, make_host
+from linux_host import FetchingVfs, ManualClock, host_files, make_host
 
 from vftune.agent.loop import Agent, AgentConfig
 from vftune.agent.policy import FixedItr, PfController
@@ -23,6 +23,10 @@ from vftune.store.db import Store
 
 pytest.importorskip("libvirt")
 TICKS = 5
+
+
+def vf_settings(files: dict[str, str]) -> dict[str, str]:
+    return {path: text for path, text in files.items() if not path.endswith("/itr_applied_usecs")}
 
 
 class DeOnceThenHybrid(PfController):
@@ -45,7 +49,8 @@ class DeOnceThenHybrid(PfController):
 def test_agent_ticks_records_and_restores_on_the_linux_backend(tmp_path: Path) -> None:
     root = tmp_path / "host"
     clock = ManualClock()
-    host, replies = make_host(root, clock=clock, sleeper=clock.sleep)
+    vfs = FetchingVfs(root, clock)  # the VFs take the host's requests at their fetch and report them
+    host, replies = make_host(root, clock=clock, sleeper=vfs.sleep)
     store = Store(tmp_path / "vftune.db")
     try:
         pristine = None
@@ -81,12 +86,15 @@ def test_agent_ticks_records_and_restores_on_the_linux_backend(tmp_path: Path) -
         refused = store.decisions(unready, 0, float("inf"), 10)
         assert len(refused) == 1 and not refused[0]["ok"] and "itr_capable is 0" in refused[0]["error"]
         assert agent.vfs[web0_vf].itr == 20345  # 24 EITR steps, what the 82599 delivers
-        written = [d for d in store.decisions(web0_vf, 0, float("inf"), 100) if d["ok"]]
+        rows = store.decisions(web0_vf, 0, float("inf"), 100)
+        written = [d for d in rows if d["ok"] and d["setting"] == "itr"]
         assert len(written) == 1, "a fixed ITR is written once, not every tick"
+        assert [d["applied"] for d in rows if d["setting"] == "itr_confirmed"] == ["20345"]  # the VF's report
 
         restored = agent.shutdown()
         assert restored and all(a.ok for a in restored)
-        assert host_files(root) == pristine
+        # Every host setting is back; what the VFs report of what they run is theirs.
+        assert vf_settings(host_files(root)) == vf_settings(pristine)
         restore_rows = [d for d in store.decisions(None, 0, float("inf"), 1000) if d["reason"] == "restore on stop"]
         assert len(restore_rows) == len(restored)
     finally:

@@ -186,6 +186,70 @@ def test_a_probe_the_host_does_not_apply_is_retried_then_abandoned():
     assert "probe not applied" in tuner.state()["last_event"]
 
 
+@dataclass
+class FetchingVf(SyntheticVf):
+    """A patched VF that takes the host's request `delay` ticks after the write: until then it
+    runs the old rate, and its samples say a write is pending (as the agent's loop marks them)."""
+
+    delay: int = 2
+    pending: tuple[int, int] | None = None  # (rate asked, tick it is taken)
+
+    def sample(self) -> VfSample:
+        if self.pending is not None and self.t + 1 >= self.pending[1]:
+            self.itr, self.pending = self.pending[0], None  # fetched at the start of this tick
+        s = super().sample()
+        return s if self.pending is None else replace(s, itr_pending=self.pending[0])
+
+    def run(self, tuner: SearchTuner, ticks: int) -> None:
+        for _ in range(ticks):
+            d = tuner.step(self.sample())
+            if d is not None:
+                self.decisions.append((self.t, d))
+                asked = quantize_itr(d.itr) if d.itr else 0
+                if asked != self.itr:
+                    self.pending = (asked, self.t + 1 + self.delay)
+
+
+def test_a_write_the_vf_takes_later_is_waited_for_not_measured_or_retried():
+    peak = 48_000
+    vf = FetchingVf(curve(peak), delay=2)
+    tuner = SearchTuner(PCI, caps())
+    vf.run(tuner, 200)
+    st = tuner.state()
+    assert st["phase"] == "holding" and abs(math.log(st["held_itr"] / peak)) < math.log(1.25)
+    assert not [d for _, d in vf.decisions if d.cause in ("reapply", "abort")]
+    # Each probe's window started once its rate was in force: the search saw the curve itself.
+    search = tuner.convergences[-1]
+    assert search.probes <= 15
+    # Without the pending mark the same delays make every window measure the previous probe.
+    blind = FetchingVf(curve(peak), delay=2)
+    blind_tuner = SearchTuner(PCI, caps())
+    for _ in range(200):
+        s = blind.sample()
+        d = blind_tuner.step(replace(s, itr_pending=None, itr=blind.pending[0] if blind.pending else s.itr))
+        if d is not None:
+            asked = quantize_itr(d.itr) if d.itr else 0
+            if asked != blind.itr:
+                blind.pending = (asked, blind.t + 1 + blind.delay)
+    blind_held = blind_tuner.state()["held_itr"]
+    assert blind_held is None or abs(math.log(blind_held / peak)) > abs(math.log(st["held_itr"] / peak))
+
+
+def test_window_meter_never_counts_across_a_pending_write():
+    meter = WindowMeter(1.0)
+    meter.start(change_t=10.0, settle_s=0.0)
+
+    def s(t: float, bps: float, pending: int | None = None) -> VfSample:
+        return VfSample(PCI, "pf", t, 1.0, bps / 12000, bps, 0, 0, None, None, 5000, None, True,
+                        itr_pending=pending)
+
+    assert meter.add(s(11, 1e9)) is None  # opens
+    assert meter.add(s(12, 9e9, pending=20_000)) is None  # a write on its way: start again after it
+    assert meter.add(s(13, 9e9)) is None  # the VF switched inside this second: it only opens
+    w = meter.add(s(14, 2e9))
+    assert w is not None and (w.start, w.end) == (13.0, 14.0) and w.bps == pytest.approx(2e9)
+
+
 def test_state_reports_what_the_tuner_does():
     tuner = SearchTuner(PCI, caps())
     st = tuner.state()

@@ -199,6 +199,9 @@ class VfSample:
     # Datagrams/s the owning guest's sockets dropped on receive (Snapshot.guest_rx_drops), when the
     # guest's agent reports them and this is the guest's only VF (else they are not this VF's).
     rx_dropped_pps: float | None = None
+    # An ITR the host accepted for this VF that is not in force yet (itr is still the old one):
+    # a measurement window must not count this interval as either.
+    itr_pending: int | None = None
 
     @property
     def throughput_bps(self) -> float:

@@ -12,7 +12,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, cast
 
 from vftune.agent.backoff import WriteBackoff
@@ -83,6 +83,9 @@ class VfState:
 
     sample: VfSample | None = None
     itr: int = 0  # what the agent set (read back); 0 = the VF's own adaptive ITR
+    # A write the host accepted that is not in force yet (the patched VF fetches within 2 s, the
+    # guest agent runs ethtool later): itr keeps the rate in force until it is confirmed.
+    pending_itr: int | None = None
     policy: str = ""
     policy_state: dict[str, Any] = field(default_factory=dict)
     last_decision: str | None = None
@@ -381,6 +384,8 @@ class Agent:
         itrs = {pci: st.itr for pci, st in self.vfs.items()}
         modes = {name: st.mode for name, st in self.pfs.items()}
         vf_samples, pf_samples = self._deriver.derive(snap, self.inventory, itrs, modes)
+        vf_samples = [s if (st := self.vfs.get(s.pci)) is None or st.pending_itr is None
+                      else replace(s, itr_pending=st.pending_itr) for s in vf_samples]
         now = self.wall(snap.time)
         for s in vf_samples:
             decision = self._policies[s.pci].step(s)
@@ -455,8 +460,10 @@ class Agent:
             return None  # unsupported here, or failing and not due for a retry
         applied = self._call(lambda: self.host.set_vf_itr(pci, decision.itr), pci, "itr", decision.itr)
         st = self.vfs[pci]
-        if applied.ok and not applied.pending:
-            st.itr = int(applied.applied or 0)
+        if applied.ok and applied.pending:
+            st.pending_itr = decision.itr
+        elif applied.ok:
+            st.itr, st.pending_itr = int(applied.applied or 0), None
         st.last_decision = decision.reason + (" (queued)" if applied.pending else "")
         if not self._report(applied, decision.reason, t):
             return None
@@ -483,10 +490,11 @@ class Agent:
             st = self.vfs.get(a.target)
             reason = ("the VF's own report of what it runs" if a.setting == "itr_confirmed"
                       else "read back after an asynchronous write (guest agent)")
-            if a.setting == "itr" and st is not None:
+            if a.setting in ("itr", "itr_confirmed") and st is not None:
                 with self.lock:
                     if a.ok:
                         st.itr = int(a.applied or 0)
+                    st.pending_itr = None  # in force, or failed: nothing is on its way either way
                     st.last_decision = f"{st.last_decision or ''}: {'applied' if a.ok else 'failed'}".lstrip(": ")
             self._log_applied(a, reason)
             decisions.append(Decision(t, a.target, a.setting, a.old, a.requested, a.applied, a.ok, reason, a.error))
@@ -621,7 +629,7 @@ class Agent:
             self._log_applied(a, "restore on stop")
         with self.lock:
             for st in self.vfs.values():
-                st.itr = 0
+                st.itr, st.pending_itr = 0, None
             self._count_decisions(decisions)
         if self.store is not None:
             self.store.record_decisions(decisions)

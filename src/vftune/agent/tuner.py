@@ -485,6 +485,9 @@ class SearchTuner(VfPolicy):
         assert self.active is not None and self.probe_itr is not None
         search = self.active.search
         if not same_itr(s.itr, self.probe_itr):
+            if s.itr_pending is not None and same_itr(s.itr_pending, self.probe_itr):
+                self.meter.add(s)  # on its way: the window starts once the VF runs it
+                return None
             self._misses += 1
             if self._misses > self.options.max_apply_misses:
                 return self._abort(s, f"probe not applied: VF reports {s.itr}/s, asked {self.probe_itr}/s")

@@ -185,6 +185,14 @@ class WindowMeter:
         return self._origin is None
 
     def add(self, s: VfSample) -> Window | None:
+        if s.itr_pending is not None:
+            # A write is on its way (the patched VF takes it at its next fetch): the rate changes
+            # somewhere after this sample, so no window counts across it and the settle time
+            # runs from here.
+            self._change_t = s.t
+            self._origin = None
+            self._reset_sums()
+            return None
         if self._origin is None:
             # The counters of a fresh sample were copied somewhere in (t - dt, t]: only a sample
             # that begins after the change and ends after the settle time opens a window.

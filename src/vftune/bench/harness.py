@@ -118,6 +118,7 @@ def run_pair(scenario: str, policy: str, seed: int = 0, duration: float | None =
     elif writes is not None:
         for pci, itr in writes(0.0).items():
             host.set_vf_itr(pci, itr)
+        host.sim.apply_requests_now()
     last_itr = {pci: host.vf_itr(pci) for pci in pcis}
     changes: dict[str, list[float]] = {pci: [] for pci in pcis}
     for _ in range(ticks):
@@ -128,6 +129,7 @@ def run_pair(scenario: str, policy: str, seed: int = 0, duration: float | None =
         elif writes is not None:
             for pci, itr in writes(t).items():
                 host.set_vf_itr(pci, itr)
+            host.sim.apply_requests_now()  # a reference: in force at once, not at the VF's next fetch
         for pci in pcis:
             itr = host.vf_itr(pci)
             if itr != last_itr[pci]:

@@ -309,15 +309,16 @@ def run(config: RunConfig, host_factory: Callable[[RunConfig, Journal], HostDriv
     # collector need not walk it again at every full collection, a stall of the tick.
     gc.collect()
     gc.freeze()
+    bound_host, bound_port = sock.getsockname()[:2]
+    log.info("listening on http://%s:%d, backend %s (%s)", bound_host, bound_port, host.name, config.detail)
+    # READY before the tick loop starts: its first watchdog pet must not reach systemd first.
+    sdnotify.notify(f"READY=1\nSTATUS=tuning {len(agent.inventory.vfs())} VFs on {host.name}")
     worker = threading.Thread(target=run_agent, name="vftune-agent", daemon=True)
     worker.start()
     timer = threading.Timer(config.run_for, request_stop) if config.run_for else None
     if timer:
         timer.daemon = True
         timer.start()
-    bound_host, bound_port = sock.getsockname()[:2]
-    log.info("listening on http://%s:%d, backend %s (%s)", bound_host, bound_port, host.name, config.detail)
-    sdnotify.notify(f"READY=1\nSTATUS=tuning {len(agent.inventory.vfs())} VFs on {host.name}")
     try:
         api.supervise()  # until drained, replacing an API process that dies
     finally:

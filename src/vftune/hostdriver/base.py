@@ -46,7 +46,12 @@ class HostDriver(abc.ABC):
 
     @abc.abstractmethod
     def set_vf_itr(self, vf_pci: str, itr: int) -> Applied:
-        """Set a VF's interrupt rate in interrupts/s; 0 hands it back to the VF's own adaptive ITR."""
+        """Set a VF's interrupt rate in interrupts/s; 0 hands it back to the VF's own adaptive ITR.
+
+        A rate the VF takes later (the patched ixgbevf at its next fetch, the guest agent when
+        ethtool has run) comes back with Applied.pending, and collect_applied() reports it once
+        it is in force ("itr" or "itr_confirmed"): until then the agent keeps showing, and
+        measuring, the rate the VF runs."""
 
     def set_vf_itr_bounds(self, vf_pci: str, min_itr: int, max_itr: int) -> Applied:
         """Bound the VF's own adaptive ITR to [min_itr, max_itr] interrupts/s (0 = open on that

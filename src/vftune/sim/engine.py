@@ -17,6 +17,10 @@ What a real host shows, by host profile (HostSpec):
   time is sampled on the tick and reads ~0, so the VFs' forwarding cost vanishes from the
   host's irq/softirq time (`host_irq_cpu_visible`); softirq time for PF traffic stays.
 - posted_interrupts: the host's vfio-msix counts stay frozen (host.py reports them so).
+- vf_itr_fetch_s: the patched ixgbevf takes the host's ITR request (and bounds) from its
+  watchdog, every vf_itr_fetch_s at its own phase, never when the host writes it (the PF never
+  writes the mailbox for it): a write is in force 0..vf_itr_fetch_s later, at the step nearest
+  the VF's fetch.
 """
 
 from __future__ import annotations
@@ -78,7 +82,7 @@ class VfTotals:
 
 @dataclass
 class SimVf:
-    itr_request: int = 0  # 0 = the guest's adaptive ITR
+    itr_request: int = 0  # what the VF runs with: the host's request as last fetched; 0 = adaptive
     adaptive: AdaptiveItr = field(default_factory=AdaptiveItr)
     live: VfTotals = VfTotals()  # what the hardware has counted
     published: VfTotals = VfTotals()  # what the PF last copied out (ixgbe's service task)
@@ -87,6 +91,14 @@ class SimVf:
     last: VfRates | None = None
 
     itr_bounds: tuple[int, int] = (0, 0)  # host-set (min, max) interrupts/s for adaptive; 0 = open
+    # What the host wrote in the PF, which the VF fetches at next_fetch.
+    host_request: int = 0
+    host_bounds: tuple[int, int] = (0, 0)
+    next_fetch: float = 0.0
+
+    def fetch(self) -> None:
+        """The VF takes the host's values."""
+        self.itr_request, self.itr_bounds = self.host_request, self.host_bounds
 
     @property
     def itr(self) -> int:
@@ -146,6 +158,11 @@ class HostSim:
         self.host_irq_cpu_visible = 0.0  # what /proc/stat's irq + softirq columns show
         self._host_kernel_prev = 0.0
         self._rng = np.random.default_rng([seed, 99_999])
+        # Each VF's watchdog runs at its own phase (its own stream: the others' draws stay as they were).
+        self.fetch_s = spec.vf_itr_fetch_s
+        fetch_rng = np.random.default_rng([seed, 77_777])
+        for vf in self.vfs:
+            vf.next_fetch = float(fetch_rng.random()) * self.fetch_s
         # ixgbe's service timer runs at its own phase relative to our clock.
         self._refresh_phase = float(self._rng.random()) * COUNTER_REFRESH_S
         self._next_refresh = self._refresh_phase
@@ -233,8 +250,24 @@ class HostSim:
         while self.t < end - 1e-9:
             self._step(min(self.step, end - self.t))
 
+    def _fetch(self, t0: float, h: float) -> None:
+        """VFs whose watchdog fetch falls nearest this step's start take the host's values now."""
+        for vf in self.vfs:
+            if self.fetch_s <= 0:
+                vf.fetch()
+                continue
+            while vf.next_fetch <= t0 + h / 2:
+                vf.fetch()
+                vf.next_fetch += self.fetch_s
+
+    def apply_requests_now(self) -> None:
+        """Every VF takes the host's values at once (the bench's fixed references; restore)."""
+        for vf in self.vfs:
+            vf.fetch()
+
     def _step(self, h: float) -> None:
         t0 = self.t
+        self._fetch(t0, h)
         phase = self.spec.phase_index(t0)
         for p, pf in enumerate(self.pfs):
             if pf.rx_mode == "hybrid":

@@ -95,6 +95,7 @@ class SimHost(HostDriver):
         self._pf_names = [pf_name(p) for p in range(self.spec.num_pfs)]
         self._vf_by_pci = {vf_pci(vf.pf, vf.index): i for i, vf in enumerate(self.spec.vfs)}
         self._previous: dict[str, tuple[int, int, int, int]] = {}
+        self._confirm: dict[str, tuple[int, float]] = {}  # VF -> (request not yet in force, when a fetch has surely run)
         self._inventory = self._build_inventory()
 
     # -- what the host has --------------------------------------------------------------
@@ -201,18 +202,40 @@ class SimHost(HostDriver):
 
     # -- actuators ----------------------------------------------------------------------
     def set_vf_itr(self, vf_pci: str, itr: int) -> Applied:
+        """Store the host's request in the PF; the VF takes it at its next fetch (vf_itr_fetch_s),
+        so the write is pending until then and collect_applied() confirms it, as on Linux."""
         with self._lock:
             index = self._vf_by_pci.get(vf_pci)
             if index is None:
                 return Applied(vf_pci, "itr", itr, None, None, ok=False, error=f"unknown VF {vf_pci}")
             state = self.sim.vfs[index]
-            old = state.itr_request
+            old = state.host_request
             if itr != 0 and not ITR_MIN_RATE <= itr <= ITR_MAX_RATE:
                 return Applied(vf_pci, "itr", itr, old, old, ok=False,
                                error=f"{vf_pci}: ITR {itr} outside {ITR_MIN_RATE}..{ITR_MAX_RATE} interrupts/s (0 = adaptive)")
             self._journal.remember(vf_pci, "itr", ItrWrite(vf_pci, old))
-            state.itr_request = quantize_itr(itr) if itr else 0
-            return Applied(vf_pci, "itr", itr, old, state.itr_request)
+            state.host_request = quantize_itr(itr) if itr else 0
+            if self.sim.fetch_s <= 0:
+                state.fetch()
+            if state.itr_request == state.host_request:
+                self._confirm.pop(vf_pci, None)
+                return Applied(vf_pci, "itr", itr, old, state.host_request)
+            self._confirm[vf_pci] = (state.host_request, self.sim.t + self.sim.fetch_s)
+            return Applied(vf_pci, "itr", itr, old, state.host_request, pending=True)
+
+    def collect_applied(self) -> list[Applied]:
+        """Requests the VFs took since the last call, as the Linux backend reports them: a fixed
+        rate once the VF runs it (its itr_applied_usecs), the adaptive ITR once a whole fetch
+        period has passed (what it picks shows nothing to compare)."""
+        out = []
+        with self._lock:
+            for pci, (want, due) in list(self._confirm.items()):
+                state = self.sim.vfs[self._vf_by_pci[pci]]
+                if state.itr_request != want or (want == 0 and self.sim.t < due - 1e-9):
+                    continue
+                out.append(Applied(pci, "itr_confirmed", want, None, want))
+                del self._confirm[pci]
+        return out
 
     def set_vf_itr_bounds(self, vf_pci: str, min_itr: int, max_itr: int) -> Applied:
         requested = f"{min_itr}..{max_itr}"
@@ -221,15 +244,17 @@ class SimHost(HostDriver):
             if index is None:
                 return Applied(vf_pci, "itr_bounds", requested, None, None, ok=False, error=f"unknown VF {vf_pci}")
             state = self.sim.vfs[index]
-            old = "{}..{}".format(*state.itr_bounds)
+            old = "{}..{}".format(*state.host_bounds)
             bad = [r for r in (min_itr, max_itr) if r != 0 and not ITR_MIN_RATE <= r <= ITR_MAX_RATE]
             if bad or (min_itr and max_itr and min_itr > max_itr):
                 return Applied(vf_pci, "itr_bounds", requested, old, old, ok=False,
                                error=f"{vf_pci}: ITR bounds {requested} not within {ITR_MIN_RATE}..{ITR_MAX_RATE} "
                                "interrupts/s with min <= max (0 = open)")
-            self._journal.remember(vf_pci, "itr_bounds", BoundsWrite(vf_pci, state.itr_bounds))
-            state.itr_bounds = (quantize_itr(min_itr) if min_itr else 0, quantize_itr(max_itr) if max_itr else 0)
-            return Applied(vf_pci, "itr_bounds", requested, old, "{}..{}".format(*state.itr_bounds))
+            self._journal.remember(vf_pci, "itr_bounds", BoundsWrite(vf_pci, state.host_bounds))
+            state.host_bounds = (quantize_itr(min_itr) if min_itr else 0, quantize_itr(max_itr) if max_itr else 0)
+            if self.sim.fetch_s <= 0:
+                state.fetch()
+            return Applied(vf_pci, "itr_bounds", requested, old, "{}..{}".format(*state.host_bounds))
 
     def vf_actuator(self, vf_pci: str) -> VfActuator | None:
         if vf_pci not in self._vf_by_pci:
@@ -288,15 +313,18 @@ class SimHost(HostDriver):
             for entry in self._journal.drain():
                 if isinstance(entry, BoundsWrite):
                     bvf = self.sim.vfs[self._vf_by_pci[entry.vf]]
-                    was_bounds = "{}..{}".format(*bvf.itr_bounds)
-                    bvf.itr_bounds = entry.bounds
+                    was_bounds = "{}..{}".format(*bvf.host_bounds)
+                    bvf.host_bounds = entry.bounds
+                    bvf.fetch()  # put back in force at once: a restore does not wait for the VF
                     restored.append(Applied(entry.vf, "itr_bounds", "{}..{}".format(*entry.bounds), was_bounds,
-                                            "{}..{}".format(*bvf.itr_bounds)))
+                                            "{}..{}".format(*bvf.host_bounds)))
                 elif isinstance(entry, ItrWrite):
                     vf = self.sim.vfs[self._vf_by_pci[entry.vf]]
-                    was = vf.itr_request
-                    vf.itr_request = entry.itr_request
-                    restored.append(Applied(entry.vf, "itr", entry.itr_request, was, vf.itr_request))
+                    was = vf.host_request
+                    vf.host_request = entry.itr_request
+                    vf.fetch()
+                    self._confirm.pop(entry.vf, None)
+                    restored.append(Applied(entry.vf, "itr", entry.itr_request, was, vf.host_request))
                 else:
                     pf = self.sim.pfs[self._pf_names.index(entry.pf)]
                     was_mode = pf.rx_mode

@@ -41,7 +41,7 @@ MAX_PORTS = 4
 
 TOP_KEYS = {"name", "description", "duration_s", "cycle_s", "host", "noise", "guest", "vf", "pf"}
 HOST_KEYS = {"cores", "cpu_ghz", "nic", "ports", "irq_time_accounting", "posted_interrupts", "counters",
-             "tcp_rmem_max", "guest_agent"}
+             "tcp_rmem_max", "guest_agent", "vf_itr_fetch_s"}
 NOISE_KEYS = {"sigma", "burst"}
 GUEST_KEYS = {"name", "vcpus", "memory_mb", "background_cpu"}
 VF_KEYS = {"guest", "port", "phase"}
@@ -207,7 +207,7 @@ class ScenarioFile:
             duration_s=self.duration_s, cpu_ghz=self.host["cpu_ghz"], nic=self.host["nic"],
             irq_time_accounting=self.host["irq_time_accounting"],
             posted_interrupts=self.host["posted_interrupts"], tcp_rmem_max=self.host["tcp_rmem_max"],
-            guest_agent=self.host["guest_agent"],
+            guest_agent=self.host["guest_agent"], vf_itr_fetch_s=self.host["vf_itr_fetch_s"],
         )
 
 
@@ -261,6 +261,7 @@ def parse(text: str, path: str) -> ScenarioFile:
         "counters": c.choice(h, "counters", "host.", "stock", COUNTERS),
         "tcp_rmem_max": int(c.number(h, "tcp_rmem_max", "host.", 6_291_456, low=4096, high=2**31) or 0),
         "guest_agent": c.flag(h, "guest_agent", "host.", True),
+        "vf_itr_fetch_s": c.number(h, "vf_itr_fetch_s", "host.", 2.0, low=0.0, high=10.0),
     }
     n = c.table(doc.get("noise", {}), "noise", NOISE_KEYS)
     sigma = c.number(n, "sigma", "noise.", 0.03, low=0.0, high=1.0) or 0.0

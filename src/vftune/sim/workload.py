@@ -105,6 +105,9 @@ class HostSpec:
     posted_interrupts: bool = False  # True: no VM exits per interrupt, vfio-msix counts frozen
     tcp_rmem_max: int = 6_291_456  # net.ipv4.tcp_rmem's maximum in the guests
     guest_agent: bool = True  # guests run the QEMU guest agent: their socket drops are visible
+    # The patched ixgbevf fetches the host's ITR request from its watchdog, at least this often
+    # (vfdriver-patches/README.md): a host write is in force 0..this many seconds later. 0: at once.
+    vf_itr_fetch_s: float = 2.0
     vm_by_name: dict[str, Vm] = field(default_factory=dict, compare=False, repr=False)
 
     def __post_init__(self) -> None:

@@ -159,6 +159,7 @@ class LinuxHost(HostDriver):
         self._stopping = False  # set by stop(): no write after the final restore has begun
         self._macs: dict[str, str] = {}  # VF PCI -> IFLA_VF_MAC, from the latest snapshot
         self._confirm: dict[str, tuple[Path, int, float]] = {}  # VF -> (itr_applied_usecs, usecs, deadline)
+        self._asked_back: dict[str, str] = {}  # itr_usecs path -> its text before restore asked the VF back
         self._gstats = counter_refresh if counter_refresh is not None else EthtoolStatsRefresher()
         self._cpu = ProcessCpu(self.procfs_root)
         self._scan: SysfsScan | None = None
@@ -291,12 +292,16 @@ class LinuxHost(HostDriver):
 
     def _confirmations(self) -> list[Applied]:
         """The patched VF's own report (itr_applied_usecs) of a fixed interval vftune asked for:
-        "itr_confirmed" once it matches, a failure if it does not within CONFIRM_DEADLINE_S."""
+        "itr_confirmed" once it matches, a failure if it does not within CONFIRM_DEADLINE_S. The
+        adaptive ITR reports whatever it picks, so nothing tells when the VF took it: it counts
+        as in force once a whole fetch period (VF_CONFIRM_S) has passed since the write."""
         out = []
         now = self._clock()
         for pci, (path, usecs, deadline) in list(self._confirm.items()):
-            reported = read_optional(path)
-            if reported == str(usecs):
+            adaptive = usecs <= pa.ITR_ADAPTIVE
+            reported = None if adaptive else read_optional(path)
+            fetched = now >= deadline - CONFIRM_DEADLINE_S + pa.VF_CONFIRM_S
+            if (adaptive and fetched) or (not adaptive and reported == str(usecs)):
                 out.append(Applied(pci, "itr_confirmed", usecs_to_itr(usecs), None, usecs_to_itr(usecs)))
             elif now >= deadline:
                 out.append(self._failed(pci, "itr_confirmed", usecs_to_itr(usecs), (
@@ -555,12 +560,11 @@ class LinuxHost(HostDriver):
         old_n, now_n = as_count(old), as_count(now)
         if old_n is None or now_n is None:
             return self._failed(vf_pci, "itr", itr, f"{itr_path}: reads back {now!r} (was {old!r}), not a number")
-        if usecs > pa.ITR_ADAPTIVE:  # adaptive reports whatever it picks: nothing to compare
-            self._confirm[vf_pci] = (pa.vf_itr_applied_usecs(dev.device_dir, vf.index), usecs,
-                                     self._clock() + CONFIRM_DEADLINE_S)
-        else:
-            self._confirm.pop(vf_pci, None)
-        return Applied(vf_pci, "itr", itr, usecs_to_itr(old_n), usecs_to_itr(now_n))
+        # The VF takes the request at its next fetch (within VF_CONFIRM_S), not now: the write
+        # is pending until _confirmations() sees it in force, so no window counts the old rate.
+        self._confirm[vf_pci] = (pa.vf_itr_applied_usecs(dev.device_dir, vf.index), usecs,
+                                 self._clock() + CONFIRM_DEADLINE_S)
+        return Applied(vf_pci, "itr", itr, usecs_to_itr(old_n), usecs_to_itr(now_n), pending=True)
 
     def set_vf_itr_bounds(self, vf_pci: str, min_itr: int, max_itr: int) -> Applied:
         """The patched PF's itr_min_usecs / itr_max_usecs, written in an order that never crosses."""
@@ -670,7 +674,39 @@ class LinuxHost(HostDriver):
 
     def restore(self) -> list[Applied]:
         """Put back every original the journal holds, this run's and any an unclean stop left."""
+        self._ask_back_vf_settings()
         return self._journal.restore()
+
+    def _ask_back_vf_settings(self) -> None:
+        """Before withdrawing vftune's requests, ask each VF for what it ran before them and wait
+        until it took that: the VF applies a request only at its next fetch (within
+        VF_CONFIRM_S), and a withdrawn request (0) leaves it at whatever it runs then, which
+        without the wait would be vftune's rate. A VF that does not show its setting within
+        CONFIRM_DEADLINE_S (down, reset, or a driver that ignores host ITR) is not waited for."""
+        waiting: list[tuple[Path, int]] = []
+        for entry in self._journal.pending():
+            if entry.kind != KIND_VF_ITR or str(entry.payload.get("old_request")) != str(pa.ITR_LEAVE_ALONE):
+                continue
+            ran = entry.payload.get("ran_usecs", 0)
+            usecs = ran if isinstance(ran, int) and ran >= pa.ITR_ADAPTIVE else pa.ITR_ADAPTIVE
+            try:
+                path = self._entry_path(entry)
+                before = read_text(path)
+                if before != str(usecs):
+                    write_text(path, str(usecs))
+                    self._asked_back[str(path)] = before
+            except (TargetGone, HostError):
+                continue  # the entry's own restore says what is wrong
+            waiting.append((path.parent / pa.VF_ITR_APPLIED_USECS, usecs))
+        start = self._clock()
+        while waiting:
+            elapsed = self._clock() - start
+            # The adaptive ITR reports whatever it picks: a whole fetch period is the only sign.
+            waiting = [(p, u) for p, u in waiting
+                       if (elapsed < pa.VF_CONFIRM_S if u <= pa.ITR_ADAPTIVE else read_optional(p) != str(u))]
+            if not waiting or elapsed >= CONFIRM_DEADLINE_S:
+                break
+            self._sleeper(0.1)
 
     def stop(self) -> None:
         self._stopping = True
@@ -738,9 +774,11 @@ class LinuxHost(HostDriver):
         A VF that reported 0 (no throttling) cannot be asked for that (0 means "no request"), and
         one that never reported ran ixgbevf's default: both get adaptive (1)."""
         try:
-            before = read_text(path)
-            if old_request == str(pa.ITR_LEAVE_ALONE):
-                write_text(path, str(ran_usecs if ran_usecs >= pa.ITR_ADAPTIVE else pa.ITR_ADAPTIVE))
+            now = read_text(path)
+            before = self._asked_back.pop(str(path), now)  # what vftune had set, not the asking back
+            own = str(ran_usecs if ran_usecs >= pa.ITR_ADAPTIVE else pa.ITR_ADAPTIVE)
+            if old_request == str(pa.ITR_LEAVE_ALONE) and now != own:
+                write_text(path, own)
             write_text(path, old_request)
             now = read_text(path)
         except HostError as exc:
