@@ -314,6 +314,16 @@ def test_judge_scores_side_by_side_and_zeroes_a_broken_constraint() -> None:
     assert same.ratio_to_best == 1.0 and (same.ratio_lo, same.ratio_hi) == (1.0, 1.0)
 
 
+def test_judge_scores_the_rounds_as_pairs_so_one_quiet_window_of_the_best_does_not_halve_it() -> None:
+    obj = Constrained(Objective.EFFICIENCY, p99_bound_us=500.0)
+    best, choice = Knob(1, 50_000), NO_DEFERRAL
+    # Round 2: the machine is busy for the choice's window and quiet again for the best's.
+    cpu = {choice: iter([0.20, 0.40, 0.40]), best: iter([0.20, 0.20, 0.40])}
+    run = _judge(obj, 500.0, choice, best, KnobSearch("efficiency"), 1.0, lambda k: _m(k, 300.0, next(cpu[k])), 3)
+    assert run.ratio_to_best == pytest.approx(1.0)  # a ratio of the medians would say 0.5
+    assert (run.ratio_lo, run.ratio_hi) == (0.5, 1.0)
+
+
 def test_settle_finds_the_first_steady_slice() -> None:
     steady = [[100.0, 300.0, 500, 0.2]] * 20
     assert _settle(steady) == 0.0

@@ -33,7 +33,7 @@ def _positive(ctx: click.Context, param: click.Parameter, value: float | None) -
 @click.option("--repeats", type=click.IntRange(1, 20), default=3, show_default=True, help="Sweep repeats per setting.")
 @click.option("--runs", type=click.IntRange(1, 10), default=3, show_default=True,
               help="Cold-start tuner runs per objective.")
-@click.option("--eval-rounds", type=click.IntRange(1, 20), default=6, show_default=True,
+@click.option("--eval-rounds", type=click.IntRange(1, 30), default=12, show_default=True,
               help="Side-by-side rounds of each choice against the sweep's best.")
 @click.option("--no-threaded", is_flag=True, help="Leave threaded NAPI out of the sweep.")
 @click.option("--bulk-seconds", type=click.FloatRange(0, 60), default=3.0, show_default=True,
