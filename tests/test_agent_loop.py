@@ -181,3 +181,19 @@ def test_a_max_interval_rule_bounds_every_vfs_adaptive_itr_and_is_recorded(tmp_p
     host.sleep(10)
     assert host.vf_itr(bulk) == quantize_itr(12_000)
     store.close()
+
+
+def test_a_rate_on_its_way_to_the_vf_is_shown_as_pending_until_the_vf_runs_it():
+    from vftune.api.models import VfOut
+
+    host = SimHost("paper-3vm", seed=0, speed=float("inf"))
+    agent = Agent(host, None, vf_policy("fixed:20000"), pf_controller("stock"))
+    agent.start("test")  # writes 20000 to every VF; each takes it at its own next fetch
+    pcis = [vf.pci for vf in agent.inventory.vfs()]
+    shown = {pci: VfOut.model_validate(agent.view().vf(pci)) for pci in pcis}
+    assert all(v.itr_pending == 20000 and v.itr == 0 for v in shown.values())  # none has fetched yet
+    for _ in range(5):  # the patched VF fetches within 2 s
+        host.sleep(agent.config.interval)
+        agent.tick()
+    shown = {pci: VfOut.model_validate(agent.view().vf(pci)) for pci in pcis}
+    assert all(v.itr_pending is None and v.itr == quantize_itr(20000) == host.vf_itr(pci) for pci, v in shown.items())

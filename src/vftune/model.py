@@ -287,6 +287,8 @@ class VfView:
     # Whether rx_dropped_pps is known (DropsSource: "guest-agent" exactly when it is) and why not.
     rx_dropped_source: DropsSource = "off"
     rx_dropped_reason: str = ""
+    # A rate the host accepted that the VF has not taken yet (itr is the one in force), or None.
+    itr_pending: int | None = None
 
 
 VF_TOTALS = ("rx_bytes", "tx_bytes", "rx_packets", "tx_packets", "interrupts")

@@ -235,6 +235,7 @@ class Agent:
             rule=st.rule.source if st else None, totals=dict(st.totals) if st else {},
             actuator=act.actuator, actuator_reason=act.reason, rx_dropped_pps=rx_dropped,
             rx_dropped_source=drops.source, rx_dropped_reason=drops.reason,
+            itr_pending=st.pending_itr if st else None,
         )
 
     @staticmethod

@@ -108,7 +108,10 @@ class VfOut(ViewModel):
     driver: str | None
     guest: str | None
     guest_uuid: str | None
-    itr: int = Field(description="interrupts/s set now; 0 = the VF's own adaptive ITR")
+    itr: int = Field(description="interrupts/s in force now; 0 = the VF's own adaptive ITR")
+    itr_pending: int | None = Field(
+        None, description="a rate written but not in force yet (the patched VF takes it at its next fetch, "
+        "within 2 s; the guest agent when ethtool has run); null: none")
     policy: str
     phase: str | None = Field(description="the policy's phase: idle, probing, holding")
     rx_pps: float | None
