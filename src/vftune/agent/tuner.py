@@ -58,7 +58,7 @@ class TunerOptions:
     plateau_margin: float = 0.005  # plateau: lowest rate within 0.5% of the best (throughput first)
     harm_margin: float = 0.005  # keep the incumbent if the result measures >0.5% worse
     max_repeats: int = 3  # re-measurements per search
-    max_probes: int = 12  # measurements per search, the incumbent's included (1 s each: cold <= 13 s)
+    max_probes: int = 12  # measurements per search, the incumbent's included (~2 s each on the patched pair)
     adaptive_windows: int = 4  # the adaptive ITR, which moves window to window, is measured over this many
     restart_interrupts: int = 30_000_000
     restart_s: float = 600.0
