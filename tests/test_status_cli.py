@@ -117,3 +117,26 @@ def test_at_80_columns_a_searching_vf_with_a_long_guest_name_keeps_its_address_w
     assert row.rstrip().endswith("searching 12/14") and "20.3 k/s" in row and "115%" in row
     assert re.search(r"now NAPI,\s+3\s+DE/NAPI\s+switches", out.getvalue())
     assert "5.0% of one CPU saved" in out.getvalue()
+
+
+def test_a_rate_on_its_way_shows_beside_the_one_in_force():
+    import io
+
+    from rich.console import Console
+
+    from vftune.cli.status import render
+
+    vf = {"pci": "0000:03:10.0", "pf": "enp3s0f0", "guest": "web-1", "itr": 0, "itr_pending": 20345,
+          "rx_bps": 3.41e9, "rx_pps": 2.5e5, "tx_bps": 6.4e7, "interrupts_per_s": 11400.0, "guest_cpu": 1.15,
+          "state": "searching", "objective": "throughput", "last_decision": "probe: 2 of 11, 20345/s (queued)"}
+    pf = {"name": "enp3s0f0", "pci": "0000:03:00.0", "num_vfs": 1, "total_vfs": 63, "rx_pps": 1e5, "rx_bps": 1e9,
+          "mode": "napi", "mode_now": "napi", "switches": None, "controller": "stock", "controller_state": {},
+          "napi_budget": None, "last_decision": None}
+    host = {"backend": "sim", "detail": "scenario=x", "vf_count": 1, "interval_s": 0.5, "ticks": 10, "pfs": [pf],
+            "capabilities": {"itr_min": 956, "itr_max": 488281, "vf_itr": True, "missing": []},
+            "cost_model": {"saved_cpu_s_per_s": 0.0}}
+    for width, shown in ((80, "→20.3 k/s"), (120, "adaptive→20.3 k/s")):
+        out = io.StringIO()
+        Console(file=out, width=width).print(render({"host": host, "vfs": [vf]}, width))
+        row = next(line for line in out.getvalue().splitlines() if line.startswith("0000:03:10.0 "))
+        assert shown in row and len(row) <= width

@@ -63,6 +63,14 @@ def itr(value: int) -> str:
     return "adaptive" if value == 0 else rate(value, "/s")
 
 
+def itr_cell(vf: dict[str, Any], narrow: bool) -> str:
+    """The rate in force, and one written that the VF has not taken yet (it fetches within 2 s)."""
+    pending = vf.get("itr_pending")
+    if pending is None:
+        return itr(vf["itr"])
+    return f"→{itr(pending)}" if narrow else f"{itr(vf['itr'])}→{itr(pending)}"
+
+
 def cpu(value: float | None) -> str:
     """CPU seconds per second as top shows it: 1.73 -> "173 %" (of one CPU)."""
     return "-" if value is None else f"{value * 100:.0f}%"
@@ -161,7 +169,7 @@ def render(state: dict[str, Any], width: int) -> RenderableType:
                              ratio=1 if col == "last decision" else None)
         for vf in by_pf.get(pf["name"], []):
             cells = {
-                "VF": vf["pci"], "guest": vf["guest"] or "-", "ITR": itr(vf["itr"]),
+                "VF": vf["pci"], "guest": vf["guest"] or "-", "ITR": itr_cell(vf, narrow),
                 "rx": rate(vf["rx_bps"], "b/s"), "rx pkts": rate(vf["rx_pps"], "p/s"), "tx": rate(vf["tx_bps"], "b/s"),
                 "interrupts": rate(vf["interrupts_per_s"], "/s"), "CPU": cpu(vf["guest_cpu"]), "phase": phase(vf, narrow),
                 "actuator": vf.get("actuator") or "-", "drops": drops(vf),
