@@ -261,7 +261,7 @@ class HostSim:
                 vf.next_fetch += self.fetch_s
 
     def apply_requests_now(self) -> None:
-        """Every VF takes the host's values at once (the bench's fixed references; restore)."""
+        """Every VF takes the host's values at once: the bench's fixed rates and oracle are references."""
         for vf in self.vfs:
             vf.fetch()
 
