@@ -335,8 +335,8 @@ static void scenario_fast_fetch(void)
 	struct vf_loop_stats ls;
 	unsigned int i;
 
-	/* the busy window below spans the jiffies wrap */
-	jiffies = (unsigned long)-6000L;
+	/* the last write's busy window below spans the jiffies wrap */
+	jiffies = (unsigned long)(fast ? -25000L : -35000L);
 	start(fast ? "fast fetch while busy" : "2 s fetch without the busy flag", 1);
 	if (!v.new_vf) {
 		/* stock VF: nothing lands, but the service loop runs */
@@ -377,6 +377,8 @@ static void scenario_fast_fetch(void)
 	/* values and bounds parse as before, busy flag or not */
 	CHECK(pf_host_write(PF_MAX, 100) == 0 && pf_host_write(PF_MIN, 20) == 0 &&
 	      pf_host_write(PF_REQ, 1) == 0, "bounds");
+	CHECK((long)jiffies < 0 && (long)(jiffies + 10000) > 0,
+	      "the busy window does not span the jiffies wrap");
 	step(limit + 1);
 	CHECK(vf_view().rx_usecs == 1 && vf_adaptive_clamp(40) == 80 &&
 	      vf_adaptive_clamp(1000) == 400 && pf_view().applied == 1,
