@@ -67,5 +67,11 @@ void vf_loop(unsigned int ms);
 /* while the VF waits on the mailbox: a PF reply's interrupt */
 void vf_irq_during_wait(void);
 struct vf_loop_stats vf_loop_stats(void);
+/* a full service run now, as a reset request or link interrupt makes;
+ * with @timer_meanwhile host_itr_timer fires during it, after its fetch
+ */
+void vf_service_now(int timer_meanwhile);
+/* jiffies host_itr_timer is armed for, 0 if it is not */
+unsigned long vf_host_itr_due(void);
 
 #endif

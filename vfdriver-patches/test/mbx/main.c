@@ -417,6 +417,55 @@ cadence:
 	       ls.runs - ls.watchdog_runs, ls.max_hang_gap, worst);
 }
 
+/* host_itr_timer fires while another service run is under way: queued
+ * before the run's fetch, the run fetches and nothing more; after it,
+ * the timer looks again 20 ms later and fetches then, once
+ */
+static void scenario_timer_during_run(void)
+{
+	unsigned long due, f0;
+
+	start("fast timer during a full run", 1);
+	step(3000);
+	CHECK(pf_host_write(PF_REQ, 40) == 0, "write");
+	step(2100);		/* the next 2 s fetch said busy */
+	due = vf_host_itr_due();
+	CHECK(due && due - jiffies <= 250, "no fast fetch armed");
+
+	/* a full run due at the timer's jiffy: it fetches, once */
+	step(due - jiffies - 1);
+	f0 = pf_stats().fetches;
+	jiffies++;
+	vf_service_now(0);
+	step(249);
+	CHECK(pf_stats().fetches == f0 + 1 && pf_stats().last_fetch == due,
+	      "full run at the fast fetch's jiffy: %lu fetches, last at %+ld",
+	      pf_stats().fetches - f0, (long)(pf_stats().last_fetch - due));
+	step(1);
+	CHECK(pf_stats().fetches == f0 + 2 && pf_stats().last_fetch == due + 250,
+	      "fast cadence lost after a full run");
+
+	/* a full run one jiffy early, the timer firing after its fetch */
+	due = vf_host_itr_due();
+	step(due - jiffies - 1);
+	f0 = pf_stats().fetches;
+	vf_service_now(1);
+	CHECK(jiffies == due && pf_stats().fetches == f0,
+	      "the early run fetched or the timer did not fire");
+	step(19);
+	CHECK(pf_stats().fetches == f0, "fetched before the timer looked again");
+	step(1);
+	CHECK(pf_stats().fetches == f0 + 1 && pf_stats().last_fetch == due + 20,
+	      "timer's second look: %lu fetches, last at %+ld",
+	      pf_stats().fetches - f0, (long)(pf_stats().last_fetch - due));
+	step(250);
+	CHECK(pf_stats().fetches == f0 + 2 &&
+	      pf_stats().last_fetch == due + 270, "cadence after the retry");
+	CHECK(vf_view().rx_usecs == 40 && pf_stats().nacks == 0 && err_logs == 0,
+	      "VF %u, %u NACKs, %u error lines", vf_view().rx_usecs,
+	      pf_stats().nacks, err_logs);
+}
+
 int main(void)
 {
 	struct vf_view v;
@@ -440,6 +489,8 @@ int main(void)
 		scenario_reset_and_ping();
 	}
 	scenario_fast_fetch();
+	if (vf_view().fast_vf && pf_has_busy_flag())
+		scenario_timer_during_run();
 	printf("%u checks, %u failed\n", checks, failures);
 	return failures ? 1 : 0;
 }

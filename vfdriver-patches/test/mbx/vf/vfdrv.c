@@ -86,6 +86,8 @@ static bool queue_work(int *wq, struct work_struct *work)
  */
 static struct vf_loop_stats loop;
 static unsigned long last_hang_check;
+static int timer_fires_in_run;	/* vf_service_now(1) */
+static void timer_fires_now(void);
 
 static void ixgbevf_queue_reset_subtask(struct ixgbevf_adapter *adapter)
 {
@@ -122,6 +124,9 @@ static void ixgbevf_check_hang_subtask(struct ixgbevf_adapter *adapter)
 			loop.max_hang_gap = gap;
 	}
 	last_hang_check = jiffies;
+	/* the last subtask: the run is past its fetch */
+	if (timer_fires_in_run)
+		timer_fires_now();
 }
 
 u32 shim_vf_readl(const volatile void *addr)
@@ -232,6 +237,46 @@ void vf_loop(unsigned int ms)
 struct vf_loop_stats vf_loop_stats(void)
 {
 	return loop;
+}
+
+/* the run takes until host_itr_timer expires, and the timer fires */
+static void timer_fires_now(void)
+{
+	timer_fires_in_run = 0;
+#ifdef VF_FAST
+	if (!adapter->host_itr_timer.pending)
+		return;
+	jiffies = adapter->host_itr_timer.expires;
+	adapter->host_itr_timer.pending = 0;
+	ixgbevf_host_itr_timer(&adapter->host_itr_timer);
+#endif
+}
+
+/* something else (a reset request, a link interrupt) runs the service
+ * task now; with @timer_meanwhile, host_itr_timer fires while it runs,
+ * after its fetch subtask
+ */
+void vf_service_now(int timer_meanwhile)
+{
+	in_loop = 1;
+	timer_fires_in_run = timer_meanwhile;
+	ixgbevf_service_event_schedule(adapter);
+	if (adapter->service_task.pending) {
+		adapter->service_task.pending = 0;
+		loop.runs++;
+		ixgbevf_service_task(&adapter->service_task);
+	}
+	timer_fires_in_run = 0;
+	in_loop = 0;
+}
+
+unsigned long vf_host_itr_due(void)
+{
+#ifdef VF_FAST
+	if (adapter->host_itr_timer.pending)
+		return adapter->host_itr_timer.expires;
+#endif
+	return 0;
 }
 
 /* time passes, then the service task runs: the mailbox interrupt
