@@ -18,6 +18,9 @@
 #define SUP_IPSEC 0x1u
 #define SUP_HOST_ITR 0x80000000u
 
+/* starts where the kernel's does, 300 s before the wrap */
+unsigned long jiffies = (unsigned long)-300000L;
+
 static unsigned int checks, failures, err_logs;
 static const char *scenario;
 static int pf_new;
@@ -37,9 +40,12 @@ static int pf_new;
 void shim_delay(unsigned long usecs)
 {
 	(void)usecs;
-	/* the VF waits: the PF's mailbox interrupt gets to run */
+	/* the VF waits: the PF's mailbox interrupt gets to run, and the
+	 * interrupt of the PF's reply reaches the VF meanwhile
+	 */
 	if (fake_pf_irq_pending())
 		pf_interrupt();
+	vf_irq_during_wait();
 }
 
 void shim_log(const char *level, const char *fmt, ...)
@@ -267,6 +273,199 @@ static void scenario_reset_and_ping(void)
 	CHECK(err_logs == 0, "%u error lines", err_logs);
 }
 
+/* fetch cadence as the PF sees it, over vf_loop() steps of 1 ms */
+static struct {
+	unsigned int fetches;
+	unsigned long min_gap, max_gap;
+} cad;
+
+static void cadence_reset(void)
+{
+	memset(&cad, 0, sizeof(cad));
+}
+
+static void step(unsigned int ms)
+{
+	while (ms--) {
+		struct pf_stats before = pf_stats();
+		unsigned long gap;
+
+		vf_loop(1);
+		if (pf_stats().fetches == before.fetches)
+			continue;
+		gap = pf_stats().last_fetch - before.last_fetch;
+		if (cad.fetches++) {
+			if (cad.fetches == 2 || gap < cad.min_gap)
+				cad.min_gap = gap;
+			if (gap > cad.max_gap)
+				cad.max_gap = gap;
+		}
+	}
+}
+
+/* a host write of @usecs, then time until the VF runs it and the PF's
+ * itr_applied_usecs shows it (limit + 1: never)
+ */
+static unsigned long land_ms(unsigned int usecs, unsigned long limit)
+{
+	unsigned long t;
+
+	CHECK(pf_host_write(PF_REQ, usecs) == 0, "write %u", usecs);
+	for (t = 0; t <= limit; t++) {
+		if (vf_view().rx_usecs == usecs && pf_view().applied == usecs)
+			return t;
+		step(1);
+	}
+	return t;
+}
+
+/* The host's writes while it tunes a VF: the first after a quiet spell
+ * waits for the VF's next 2 s fetch, whose reply says "busy"; from then
+ * on the patched VF fetches every 250 ms until 10 s after the last
+ * write.  Every other pair keeps its 2 s period and parses the values
+ * as before.  The service timer, and with it the link check and the tx
+ * hang check, stays at 2 s throughout, in every pair.
+ */
+static void scenario_fast_fetch(void)
+{
+	struct vf_view v = vf_view();
+	int fast = v.fast_vf && pf_has_busy_flag();
+	unsigned long limit = fast ? 250 : 2000;
+	unsigned long t, worst = 0, fast_fetches;
+	struct vf_loop_stats ls;
+	unsigned int i;
+
+	/* the last write's busy window below spans the jiffies wrap */
+	jiffies = (unsigned long)(fast ? -25000L : -35000L);
+	start(fast ? "fast fetch while busy" : "2 s fetch without the busy flag", 1);
+	if (!v.new_vf) {
+		/* stock VF: nothing lands, but the service loop runs */
+		step(20000);
+		CHECK(land_ms(50, 4000) > 4000, "stock VF took a host value");
+		goto cadence;
+	}
+	step(4500);
+	cadence_reset();
+	step(6000);
+	CHECK(cad.fetches == 3 && cad.min_gap == 2000 && cad.max_gap == 2000,
+	      "quiet VF: %u fetches, gaps %lu..%lu ms, want 2000",
+	      cad.fetches, cad.min_gap, cad.max_gap);
+
+	/* nothing can make the first write faster: no PF mailbox write */
+	step(700);
+	t = land_ms(50, 2000);
+	CHECK(t <= 2000 && t > 250, "first write landed after %lu ms", t);
+
+	/* a search's probes, one a second */
+	cadence_reset();
+	for (i = 0; i < 8; i++) {
+		step(1000);
+		t = land_ms(60 + 10 * i, 2000);
+		CHECK(t <= limit, "write %u landed after %lu ms, want <= %lu",
+		      i, t, limit);
+		if (t > worst)
+			worst = t;
+	}
+	if (fast)
+		CHECK(cad.min_gap >= 250 && cad.max_gap <= 250 + 20,
+		      "busy: fetch gaps %lu..%lu ms, want 250 (+20 retry)",
+		      cad.min_gap, cad.max_gap);
+	else
+		CHECK(worst > 250 && cad.min_gap >= 2000,
+		      "fetched fast without the flag: worst %lu ms, gap %lu",
+		      worst, cad.min_gap);
+	/* values and bounds parse as before, busy flag or not */
+	CHECK(pf_host_write(PF_MAX, 100) == 0 && pf_host_write(PF_MIN, 20) == 0 &&
+	      pf_host_write(PF_REQ, 1) == 0, "bounds");
+	CHECK((long)jiffies < 0 && (long)(jiffies + 10000) > 0,
+	      "the busy window does not span the jiffies wrap");
+	step(limit + 1);
+	CHECK(vf_view().rx_usecs == 1 && vf_adaptive_clamp(40) == 80 &&
+	      vf_adaptive_clamp(1000) == 400 && pf_view().applied == 1,
+	      "bounds not in force %lu ms after the write", limit + 1);
+
+	/* the window closes 10 s after the last write */
+	cadence_reset();
+	step(9750);
+	fast_fetches = cad.fetches;
+	CHECK(fast ? fast_fetches >= 38 : fast_fetches <= 5,
+	      "%lu fetches in the 10 s after the last write", fast_fetches);
+	step(4250);		/* last fast fetch, then one 2 s period */
+	cadence_reset();
+	step(8000);
+	CHECK(cad.fetches == 4 && cad.min_gap == 2000 && cad.max_gap == 2000,
+	      "after the window: %u fetches, gaps %lu..%lu ms, want 2000",
+	      cad.fetches, cad.min_gap, cad.max_gap);
+
+cadence:
+	ls = vf_loop_stats();
+	CHECK(ls.timer_ticks > 10 && ls.watchdog_runs == ls.timer_ticks,
+	      "%u service timer ticks but %u full runs", ls.timer_ticks,
+	      ls.watchdog_runs);
+	CHECK(ls.hang_checks == ls.timer_ticks && ls.min_hang_gap == 2000 &&
+	      ls.max_hang_gap == 2000,
+	      "tx hang check: %u in %u ticks, gaps %lu..%lu ms, want 2000",
+	      ls.hang_checks, ls.timer_ticks, ls.min_hang_gap,
+	      ls.max_hang_gap);
+	CHECK(fast ? ls.runs > ls.watchdog_runs : ls.runs == ls.watchdog_runs,
+	      "%u fetch-only runs", ls.runs - ls.watchdog_runs);
+	CHECK(pf_stats().nacks == 0 && pf_stats().unhandled == 0 && err_logs == 0,
+	      "%u NACKs, %u unhandled, %u error lines", pf_stats().nacks,
+	      pf_stats().unhandled, err_logs);
+	printf("%s: %u service runs (%u fetch-only), hang check every %lu ms, "
+	       "probes landed within %lu ms\n", scenario, ls.runs,
+	       ls.runs - ls.watchdog_runs, ls.max_hang_gap, worst);
+}
+
+/* host_itr_timer fires while another service run is under way: queued
+ * before the run's fetch, the run fetches and nothing more; after it,
+ * the timer looks again 20 ms later and fetches then, once
+ */
+static void scenario_timer_during_run(void)
+{
+	unsigned long due, f0;
+
+	start("fast timer during a full run", 1);
+	step(3000);
+	CHECK(pf_host_write(PF_REQ, 40) == 0, "write");
+	step(2100);		/* the next 2 s fetch said busy */
+	due = vf_host_itr_due();
+	CHECK(due && due - jiffies <= 250, "no fast fetch armed");
+
+	/* a full run due at the timer's jiffy: it fetches, once */
+	step(due - jiffies - 1);
+	f0 = pf_stats().fetches;
+	jiffies++;
+	vf_service_now(0);
+	step(249);
+	CHECK(pf_stats().fetches == f0 + 1 && pf_stats().last_fetch == due,
+	      "full run at the fast fetch's jiffy: %lu fetches, last at %+ld",
+	      pf_stats().fetches - f0, (long)(pf_stats().last_fetch - due));
+	step(1);
+	CHECK(pf_stats().fetches == f0 + 2 && pf_stats().last_fetch == due + 250,
+	      "fast cadence lost after a full run");
+
+	/* a full run one jiffy early, the timer firing after its fetch */
+	due = vf_host_itr_due();
+	step(due - jiffies - 1);
+	f0 = pf_stats().fetches;
+	vf_service_now(1);
+	CHECK(jiffies == due && pf_stats().fetches == f0,
+	      "the early run fetched or the timer did not fire");
+	step(19);
+	CHECK(pf_stats().fetches == f0, "fetched before the timer looked again");
+	step(1);
+	CHECK(pf_stats().fetches == f0 + 1 && pf_stats().last_fetch == due + 20,
+	      "timer's second look: %lu fetches, last at %+ld",
+	      pf_stats().fetches - f0, (long)(pf_stats().last_fetch - due));
+	step(250);
+	CHECK(pf_stats().fetches == f0 + 2 &&
+	      pf_stats().last_fetch == due + 270, "cadence after the retry");
+	CHECK(vf_view().rx_usecs == 40 && pf_stats().nacks == 0 && err_logs == 0,
+	      "VF %u, %u NACKs, %u error lines", vf_view().rx_usecs,
+	      pf_stats().nacks, err_logs);
+}
+
 int main(void)
 {
 	struct vf_view v;
@@ -278,7 +477,8 @@ int main(void)
 		scenario_bringup(pf);
 		v = vf_view();
 		printf("%s PF x %s VF: api %s, features 0x%08x, %s\n",
-		       pf ? "new" : "old", v.new_vf ? "new" : "old",
+		       !pf ? "old" : pf_has_busy_flag() ? "new" : "cur",
+		       v.fast_vf ? "new" : v.new_vf ? "cur" : "old",
 		       v.api == API_17 ? "1.7" : v.api == API_14 ? "1.4" : "?",
 		       v.pf_features, failures == f0 ? "ok" : "FAILED");
 	}
@@ -288,6 +488,9 @@ int main(void)
 		scenario_in_flight();
 		scenario_reset_and_ping();
 	}
+	scenario_fast_fetch();
+	if (vf_view().fast_vf && pf_has_busy_flag())
+		scenario_timer_during_run();
 	printf("%u checks, %u failed\n", checks, failures);
 	return failures ? 1 : 0;
 }

@@ -4,7 +4,9 @@
  * the "old PF") are the driver's own functions, cut out of ixgbe_sriov.c
  * at build time (pf_new.inc, pf_old.inc).  What is written here mirrors
  * ixgbe_msg_task(), ixgbe_rcv_msg_from_vf(), the reset handshake and the
- * sysfs store, for the messages a VF sends in these scenarios.
+ * sysfs store, for the messages a VF sends in these scenarios.  Built
+ * from the whole series and, with PF_CUR, from the series without the
+ * patch that sets IXGBE_VF_HOST_ITR_BUSY ("cur PF").
  */
 #include "ixgbe.h"
 #include "harness.h"
@@ -104,6 +106,10 @@ static void pf_rcv_msg(u32 vf)
 		break;
 	case IXGBE_VF_GET_HOST_ITR:
 	case IXGBE_VF_HOST_ITR_APPLIED:
+		if ((msgbuf[0] & 0xFFFF) == IXGBE_VF_GET_HOST_ITR) {
+			stats.fetches++;
+			stats.last_fetch = jiffies;
+		}
 		retval = pf_is_new ?
 			 ixgbe_vf_host_itr_msg(padapter, msgbuf, vf) :
 			 pf_unhandled(msgbuf);
@@ -185,8 +191,20 @@ int pf_host_write(enum pf_field field, unsigned int usecs)
 		itr->max_usecs = usecs;
 		break;
 	}
+#ifndef PF_CUR
+	ixgbe_vf_itr_stamp(itr, jiffies);
+#endif
 	stats.host_writes++;
 	return 0;
+}
+
+int pf_has_busy_flag(void)
+{
+#ifdef PF_CUR
+	return 0;
+#else
+	return 1;
+#endif
 }
 
 struct pf_view pf_view(void)

@@ -42,6 +42,7 @@ typedef struct { int dummy; } spinlock_t;
 #define BIT(n) (1UL << (n))
 #define BIT_ULL(n) (1ULL << (n))
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+#define DIV_ROUND_UP(n, d) (((n) + (d) - 1) / (d))
 #define fallthrough __attribute__((__fallthrough__))
 #define min(a, b) ((a) < (b) ? (a) : (b))
 #define max(a, b) ((a) > (b) ? (a) : (b))
@@ -54,6 +55,10 @@ typedef struct { int dummy; } spinlock_t;
 #define ETH_FRAME_LEN 1514
 #define VLAN_N_VID 4096
 #define HZ 1000
+
+/* simulated time, shared by both sides (test/mbx/main.c) */
+extern unsigned long jiffies;
+#define time_before(a, b) ((long)((a) - (b)) < 0)
 #define IS_ENABLED(option) 0	/* only CONFIG_PCI_MMCONFIG (Hyper-V) */
 
 /* the PCI device of the Hyper-V ops; never used by the loopback */

@@ -12,6 +12,22 @@
 #include "ixgbevf_defs.inc"
 
 #define NON_Q_VECTORS 1
+
+/* kernel timers and work items: vfdrv.c's vf_loop() runs them */
+struct timer_list {
+	unsigned long expires;
+	int pending;
+};
+
+struct work_struct {
+	int pending;
+};
+
+typedef int irqreturn_t;
+#define IRQ_HANDLED 1
+#define container_of(ptr, type, member) \
+	((type *)((char *)(ptr) - offsetof(type, member)))
+#define from_timer(var, t, field) container_of(t, __typeof__(*var), field)
 #define IXGBEVF_Q_VECTORS 2
 
 struct ixgbevf_ring_container {
@@ -38,6 +54,7 @@ enum ixbgevf_state_t {
 	__IXGBEVF_RESET_REQUESTED,
 	__IXGBEVF_QUEUE_RESET_REQUESTED,
 	__IXGBEVF_HOST_ITR_SYNC,
+	__IXGBEVF_HOST_ITR_ONLY,
 };
 
 struct ixgbevf_adapter {
@@ -50,9 +67,16 @@ struct ixgbevf_adapter {
 	u16 tx_itr_setting;
 	int num_msix_vectors;
 	struct ixgbevf_q_vector *q_vector[IXGBEVF_Q_VECTORS];
+	u32 eims_other;
+	struct timer_list service_timer;
+	struct work_struct service_task;
 #ifdef VF_NEW
 	struct ixgbevf_host_itr_state host_itr;
 	unsigned long host_itr_next;
+#endif
+#ifdef VF_FAST
+	bool host_itr_busy;
+	struct timer_list host_itr_timer;
 #endif
 };
 
