@@ -302,11 +302,11 @@ def test_a_fixed_itr_is_confirmed_by_the_vfs_own_report_or_reported_unconfirmed(
         assert [(a.target, a.ok) for a in late] == [(vf1, False)]
         assert "itr_applied_usecs reads '0', not the 48 requested 4 s ago" in (late[0].error or "")
         assert host.collect_applied() == []  # said once
-        # The adaptive ITR reports whatever it picks: in force once a whole fetch period passed.
+        # The adaptive ITR is in force once the VF reports 1 (rx-usecs 1), not when asked.
         assert host.set_vf_itr(VF0, 0).pending
         clock.sleep(1.5)
-        assert host.collect_applied() == []
-        clock.sleep(0.5)
+        assert host.collect_applied() == []  # still reports 48
+        (tmp_path / PF0_DEV / "sriov/0/itr_applied_usecs").write_text("1\n")
         assert [(a.target, a.setting, a.ok, a.applied) for a in host.collect_applied()] == [
             (VF0, "itr_confirmed", True, 0)]
     finally:

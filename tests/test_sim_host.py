@@ -120,12 +120,39 @@ def test_a_write_is_pending_until_the_vf_fetches_it_and_then_confirmed_once() ->
         h.sleep(0.5)
     assert set(confirmed_at) == set(vfs) and max(confirmed_at.values()) <= 2.5  # a period, and the tick that sees it
     assert len(set(confirmed_at.values())) > 1  # each VF's watchdog has its own phase
-    # Handing back to the adaptive ITR shows nothing to compare: in force after a whole period.
+    # Handing back to the adaptive ITR is confirmed the same way (the VF reports rx-usecs 1).
     assert h.set_vf_itr(vfs[0], 0).pending
-    h.sleep(1.5)
     assert h.collect_applied() == []
-    h.sleep(0.5)
+    h.sleep(0.5)  # written within the busy window: the VF fetches every 0.25 s
     assert [(a.target, a.applied) for a in h.collect_applied()] == [(vfs[0], 0)]
+    assert h.vf_itr(vfs[0]) != quantize_itr(30_000)
+
+
+def test_the_vf_fetches_fast_while_the_host_writes_and_slowly_after_a_quiet_spell() -> None:
+    # vfdriver-patches 0014/0015: the PF's reply says "busy" while the host wrote the VF's
+    # values within 10 s, and the VF then fetches again after 250 ms instead of 2 s.
+    h = host("paper-3vm", seed=0)
+    pci = h.inventory().vfs()[0].pci
+
+    def confirmed_after(itr: int) -> float:
+        start = h.now()
+        assert h.set_vf_itr(pci, itr).pending
+        while not h.collect_applied():
+            h.sleep(0.05)
+            assert h.now() - start <= 2.5, f"{itr}/s not in force after {h.now() - start:.2f} s"
+        return h.now() - start
+
+    h.sleep(30.0)  # quiet: nothing written yet
+    confirmed_after(30_000)  # the first write waits for the VF's slow fetch
+    fast = [confirmed_after(rate) for rate in (50_000, 20_000, 40_000, 25_000)]
+    assert max(fast) <= 0.3  # each lands at the next fast fetch
+    slow = []
+    for quiet, rate in ((12.0, 60_000), (12.7, 35_000), (13.4, 45_000)):
+        h.sleep(quiet)  # the busy window has passed: the VF is back to 2-s fetches
+        slow.append(confirmed_after(rate))
+    # Written at three phases 0.7 s apart of the VF's 2-s fetch: at most one lands within
+    # 0.3 s of it, as a fast fetch would have.
+    assert sorted(slow)[1] > 0.3, slow
 
 
 def test_a_scenario_can_make_writes_take_effect_at_once(tmp_path: Path) -> None:

@@ -20,11 +20,15 @@ What a real host shows, by host profile (HostSpec):
 - vf_itr_fetch_s: the patched ixgbevf takes the host's ITR request (and bounds) from its
   watchdog, every vf_itr_fetch_s at its own phase, never when the host writes it (the PF never
   writes the mailbox for it): a write is in force 0..vf_itr_fetch_s later, at the step nearest
-  the VF's fetch.
+  the VF's fetch. While the host wrote within vf_itr_busy_s before a fetch, the PF's reply says
+  so and the VF fetches again after vf_itr_fetch_busy_s (vfdriver-patches 14/15): the first write
+  after a quiet spell waits for the slow fetch, the next ones of a search land within the fast
+  period, and after the busy window the VF's service timer takes over again (2-4 s later).
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -95,6 +99,8 @@ class SimVf:
     host_request: int = 0
     host_bounds: tuple[int, int] = (0, 0)
     next_fetch: float = 0.0
+    watchdog_phase: float = 0.0  # the VF's 2-s service timer ticks at this phase
+    host_written: float = -float("inf")  # when the host last wrote the request or bounds
 
     def fetch(self) -> None:
         """The VF takes the host's values."""
@@ -160,9 +166,11 @@ class HostSim:
         self._rng = np.random.default_rng([seed, 99_999])
         # Each VF's watchdog runs at its own phase (its own stream: the others' draws stay as they were).
         self.fetch_s = spec.vf_itr_fetch_s
+        self.fetch_busy_s = spec.vf_itr_fetch_busy_s
+        self.busy_s = spec.vf_itr_busy_s
         fetch_rng = np.random.default_rng([seed, 77_777])
         for vf in self.vfs:
-            vf.next_fetch = float(fetch_rng.random()) * self.fetch_s
+            vf.next_fetch = vf.watchdog_phase = float(fetch_rng.random()) * self.fetch_s
         # ixgbe's service timer runs at its own phase relative to our clock.
         self._refresh_phase = float(self._rng.random()) * COUNTER_REFRESH_S
         self._next_refresh = self._refresh_phase
@@ -258,7 +266,15 @@ class HostSim:
                 continue
             while vf.next_fetch <= t0 + h / 2:
                 vf.fetch()
-                vf.next_fetch += self.fetch_s
+                vf.next_fetch = self._after_fetch(vf, vf.next_fetch)
+
+    def _after_fetch(self, vf: SimVf, fetched: float) -> float:
+        """When the VF fetches next: after the fast period while the host was busy with it, else at
+        the first tick of its 2-s service timer at least a period after this fetch."""
+        if self.fetch_busy_s > 0 and fetched - vf.host_written < self.busy_s:
+            return fetched + self.fetch_busy_s
+        ticks = math.ceil((fetched + self.fetch_s - vf.watchdog_phase) / self.fetch_s - 1e-9)
+        return vf.watchdog_phase + ticks * self.fetch_s
 
     def apply_requests_now(self) -> None:
         """Every VF takes the host's values at once: the bench's fixed rates and oracle are references."""

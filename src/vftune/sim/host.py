@@ -95,7 +95,7 @@ class SimHost(HostDriver):
         self._pf_names = [pf_name(p) for p in range(self.spec.num_pfs)]
         self._vf_by_pci = {vf_pci(vf.pf, vf.index): i for i, vf in enumerate(self.spec.vfs)}
         self._previous: dict[str, tuple[int, int, int, int]] = {}
-        self._confirm: dict[str, tuple[int, float]] = {}  # VF -> (request not yet in force, when a fetch has surely run)
+        self._confirm: dict[str, int] = {}  # VF -> the request it has not yet reported running
         self._inventory = self._build_inventory()
 
     # -- what the host has --------------------------------------------------------------
@@ -215,23 +215,22 @@ class SimHost(HostDriver):
                                error=f"{vf_pci}: ITR {itr} outside {ITR_MIN_RATE}..{ITR_MAX_RATE} interrupts/s (0 = adaptive)")
             self._journal.remember(vf_pci, "itr", ItrWrite(vf_pci, old))
             state.host_request = quantize_itr(itr) if itr else 0
+            state.host_written = self.sim.t
             if self.sim.fetch_s <= 0:
                 state.fetch()
             if state.itr_request == state.host_request:
                 self._confirm.pop(vf_pci, None)
                 return Applied(vf_pci, "itr", itr, old, state.host_request)
-            self._confirm[vf_pci] = (state.host_request, self.sim.t + self.sim.fetch_s)
+            self._confirm[vf_pci] = state.host_request
             return Applied(vf_pci, "itr", itr, old, state.host_request, pending=True)
 
     def collect_applied(self) -> list[Applied]:
-        """Requests the VFs took since the last call, as the Linux backend reports them: a fixed
-        rate once the VF runs it (its itr_applied_usecs), the adaptive ITR once a whole fetch
-        period has passed (what it picks shows nothing to compare)."""
+        """Requests the VFs took since the last call, as the Linux backend reports them: once the
+        VF reports running it (its itr_applied_usecs; 1 for the adaptive ITR)."""
         out = []
         with self._lock:
-            for pci, (want, due) in list(self._confirm.items()):
-                state = self.sim.vfs[self._vf_by_pci[pci]]
-                if state.itr_request != want or (want == 0 and self.sim.t < due - 1e-9):
+            for pci, want in list(self._confirm.items()):
+                if self.sim.vfs[self._vf_by_pci[pci]].itr_request != want:
                     continue
                 out.append(Applied(pci, "itr_confirmed", want, None, want))
                 del self._confirm[pci]
@@ -252,6 +251,7 @@ class SimHost(HostDriver):
                                "interrupts/s with min <= max (0 = open)")
             self._journal.remember(vf_pci, "itr_bounds", BoundsWrite(vf_pci, state.host_bounds))
             state.host_bounds = (quantize_itr(min_itr) if min_itr else 0, quantize_itr(max_itr) if max_itr else 0)
+            state.host_written = self.sim.t
             if self.sim.fetch_s <= 0:
                 state.fetch()
             return Applied(vf_pci, "itr_bounds", requested, old, "{}..{}".format(*state.host_bounds))

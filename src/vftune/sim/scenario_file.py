@@ -41,7 +41,7 @@ MAX_PORTS = 4
 
 TOP_KEYS = {"name", "description", "duration_s", "cycle_s", "host", "noise", "guest", "vf", "pf"}
 HOST_KEYS = {"cores", "cpu_ghz", "nic", "ports", "irq_time_accounting", "posted_interrupts", "counters",
-             "tcp_rmem_max", "guest_agent", "vf_itr_fetch_s"}
+             "tcp_rmem_max", "guest_agent", "vf_itr_fetch_s", "vf_itr_fetch_busy_s", "vf_itr_busy_s"}
 NOISE_KEYS = {"sigma", "burst"}
 GUEST_KEYS = {"name", "vcpus", "memory_mb", "background_cpu"}
 VF_KEYS = {"guest", "port", "phase"}
@@ -208,6 +208,7 @@ class ScenarioFile:
             irq_time_accounting=self.host["irq_time_accounting"],
             posted_interrupts=self.host["posted_interrupts"], tcp_rmem_max=self.host["tcp_rmem_max"],
             guest_agent=self.host["guest_agent"], vf_itr_fetch_s=self.host["vf_itr_fetch_s"],
+            vf_itr_fetch_busy_s=self.host["vf_itr_fetch_busy_s"], vf_itr_busy_s=self.host["vf_itr_busy_s"],
         )
 
 
@@ -262,6 +263,8 @@ def parse(text: str, path: str) -> ScenarioFile:
         "tcp_rmem_max": int(c.number(h, "tcp_rmem_max", "host.", 6_291_456, low=4096, high=2**31) or 0),
         "guest_agent": c.flag(h, "guest_agent", "host.", True),
         "vf_itr_fetch_s": c.number(h, "vf_itr_fetch_s", "host.", 2.0, low=0.0, high=10.0),
+        "vf_itr_fetch_busy_s": c.number(h, "vf_itr_fetch_busy_s", "host.", 0.25, low=0.0, high=10.0),
+        "vf_itr_busy_s": c.number(h, "vf_itr_busy_s", "host.", 10.0, low=0.0, high=600.0),
     }
     n = c.table(doc.get("noise", {}), "noise", NOISE_KEYS)
     sigma = c.number(n, "sigma", "noise.", 0.03, low=0.0, high=1.0) or 0.0

@@ -108,6 +108,10 @@ class HostSpec:
     # The patched ixgbevf fetches the host's ITR request from its watchdog, at least this often
     # (vfdriver-patches/README.md): a host write is in force 0..this many seconds later. 0: at once.
     vf_itr_fetch_s: float = 2.0
+    # While the host wrote a VF's values within vf_itr_busy_s, the PF's reply to the VF's fetch
+    # says so and the VF fetches again after vf_itr_fetch_busy_s (0: never faster).
+    vf_itr_fetch_busy_s: float = 0.25
+    vf_itr_busy_s: float = 10.0
     vm_by_name: dict[str, Vm] = field(default_factory=dict, compare=False, repr=False)
 
     def __post_init__(self) -> None:

@@ -291,17 +291,14 @@ class LinuxHost(HostDriver):
         return self._guest_agent.collect() + self._confirmations()
 
     def _confirmations(self) -> list[Applied]:
-        """The patched VF's own report (itr_applied_usecs) of a fixed interval vftune asked for:
-        "itr_confirmed" once it matches, a failure if it does not within CONFIRM_DEADLINE_S. The
-        adaptive ITR reports whatever it picks, so nothing tells when the VF took it: it counts
-        as in force once a whole fetch period (VF_CONFIRM_S) has passed since the write."""
+        """The patched VF's own report (itr_applied_usecs) of the interval vftune asked for (1 for
+        its adaptive ITR): "itr_confirmed" once it matches, a failure if it does not within
+        CONFIRM_DEADLINE_S."""
         out = []
         now = self._clock()
         for pci, (path, usecs, deadline) in list(self._confirm.items()):
-            adaptive = usecs <= pa.ITR_ADAPTIVE
-            reported = None if adaptive else read_optional(path)
-            fetched = now >= deadline - CONFIRM_DEADLINE_S + pa.VF_CONFIRM_S
-            if (adaptive and fetched) or (not adaptive and reported == str(usecs)):
+            reported = read_optional(path)
+            if reported == str(usecs):
                 out.append(Applied(pci, "itr_confirmed", usecs_to_itr(usecs), None, usecs_to_itr(usecs)))
             elif now >= deadline:
                 out.append(self._failed(pci, "itr_confirmed", usecs_to_itr(usecs), (
@@ -701,9 +698,7 @@ class LinuxHost(HostDriver):
         start = self._clock()
         while waiting:
             elapsed = self._clock() - start
-            # The adaptive ITR reports whatever it picks: a whole fetch period is the only sign.
-            waiting = [(p, u) for p, u in waiting
-                       if (elapsed < pa.VF_CONFIRM_S if u <= pa.ITR_ADAPTIVE else read_optional(p) != str(u))]
+            waiting = [(p, u) for p, u in waiting if read_optional(p) != str(u)]
             if not waiting or elapsed >= CONFIRM_DEADLINE_S:
                 break
             self._sleeper(0.1)

@@ -17,11 +17,12 @@ VF_ITR_USECS = "itr_usecs"  # rw: 0 leave alone, 1 adaptive (within the bounds),
 # min above a non-zero max (or max below min) ERANGE: raise max before min, lower min before max.
 VF_ITR_MIN_USECS = "itr_min_usecs"
 VF_ITR_MAX_USECS = "itr_max_usecs"
-# ro: what the VF last reported it runs with (0 before its first report). The VF fetches the
-# host's values within ~2 s (the PF never sends them), so confirm with this, not the write.
+# ro: what the VF last reported it runs with (1: its adaptive ITR; 0 before its first report).
+# The VF fetches the host's values within ~2 s (250 ms for 10 s after a host write; the PF never
+# sends them), so confirm with this, not the write.
 VF_ITR_APPLIED_USECS = "itr_applied_usecs"
 VF_ITR_CAPABLE = "itr_capable"  # ro: 1 once the VF fetched its values since its last reset
-VF_CONFIRM_S = 2.0  # the VF's watchdog fetch period
+VF_CONFIRM_S = 2.0  # the VF's slow fetch period: the longest a write waits
 
 ITR_LEAVE_ALONE = 0
 ITR_ADAPTIVE = 1
