@@ -112,6 +112,59 @@ def test_a_refused_write_is_recorded_as_failed_and_the_loop_goes_on(tmp_path):
     assert all(st.itr == 0 for st in agent.vfs.values()), "nothing is believed set that was refused"
 
 
+class _Plan(VfPolicy):
+    """Asks for a rate at given ticks (its own step count), nothing otherwise."""
+
+    name = "plan"
+
+    def __init__(self, plan: dict[int, int]) -> None:
+        self.plan, self.steps = plan, 0
+
+    def step(self, sample: VfSample) -> ItrDecision | None:
+        self.steps += 1
+        itr = self.plan.get(self.steps)
+        return None if itr is None else ItrDecision(itr, f"plan: {itr}/s", "probe")
+
+
+def _lags(config: AgentConfig) -> tuple[list[float], Agent]:
+    """Seconds from each of a VF's planned changes to the VF running it; the first change
+    comes after a quiet minute, the others 20-40 s after the one before."""
+    host = SimHost("paper-3vm", seed=0, speed=float("inf"))
+    pci = host.inventory().vfs()[0].pci
+    rates = {120: 30_000, 181: 50_000, 242: 20_000, 323: 40_000}  # 0.5-s ticks: 60.5, 30.5, 30.5 and 40.5 s apart
+    plan = _Plan(rates)
+    agent = Agent(host, None, lambda vf, caps: plan if vf == pci else _Plan({}), pf_controller("stock"), config)
+    agent.start("test")
+    lags, asked = [], None
+    while plan.steps < 460:  # the last warm spell ends 60 s after the last change
+        host.sleep(config.interval)
+        agent.tick()
+        if plan.steps in rates:
+            asked = (host.now(), quantize_itr(rates[plan.steps]))
+        if asked is not None and host.vf_itr(pci) == asked[1]:
+            lags.append(host.now() - asked[0])
+            asked = None
+    return lags, agent
+
+
+def test_a_vf_changed_lately_takes_its_next_change_at_a_fast_fetch() -> None:
+    # After a change the agent writes the rate in force again every 8 s for 60 s, so the patched
+    # VF keeps fetching every 250 ms: a change 30-40 s later is in force by the next tick,
+    # not at the VF's next 2-s fetch.
+    warm, agent = _lags(AgentConfig())
+    cold, _ = _lags(AgentConfig(keep_warm_s=0))
+    assert len(warm) == len(cold) == 4
+    assert max(warm[1:]) <= 0.5 < max(cold[1:]), (warm, cold)
+    assert warm[0] == cold[0]  # the first change after a quiet minute waits for the slow fetch either way
+    # A write every 8 s while warm (fewer where a change was written anyway), none after.
+    assert 12 <= agent.keep_warm_writes <= 20, agent.keep_warm_writes
+    done = agent.keep_warm_writes
+    for _ in range(40):
+        agent.host.sleep(agent.config.interval)
+        agent.tick()
+    assert agent.keep_warm_writes == done
+
+
 def test_fixed_policy_outside_the_host_range_is_refused():
     host = SimHost("paper-3vm", seed=0, speed=float("inf"))
     agent = Agent(host, None, vf_policy("fixed:500"), pf_controller("stock"))

@@ -313,6 +313,32 @@ def test_a_fixed_itr_is_confirmed_by_the_vfs_own_report_or_reported_unconfirmed(
         host.close()
 
 
+def test_a_write_of_the_rate_the_vf_runs_is_in_force_at_once_and_still_undone(tmp_path: Path) -> None:
+    # A search writes its first probe even when the VF already runs it (the patched PF then
+    # makes the VF fetch sooner): nothing is on its way, so no window has to wait for it.
+    from linux_host import ManualClock
+
+    clock = ManualClock()
+    host, _ = make_host(tmp_path, libvirt=False, clock=clock, sleeper=clock.sleep)
+    sriov0 = tmp_path / PF0_DEV / "sriov/0"
+    try:
+        host.inventory()
+        before = tree_contents(tmp_path)
+        (sriov0 / "itr_applied_usecs").write_text("1\n")  # the guest runs its adaptive ITR
+        asked = host.set_vf_itr(VF0, 20000)  # on its way ...
+        assert asked.pending
+        same = host.set_vf_itr(VF0, 0)  # ... and overtaken by what the VF runs
+        assert same.ok and not same.pending and same.applied == 0
+        assert read(tmp_path, f"{PF0_DEV}/sriov/0/itr_usecs") == "1"
+        clock.sleep(5.0)
+        assert host.collect_applied() == []  # no confirmation owed, none reported unconfirmed
+        (sriov0 / "itr_applied_usecs").write_text("0\n")
+        assert all(r.ok for r in host.restore())
+        assert tree_contents(tmp_path) == before  # the request is withdrawn again
+    finally:
+        host.close()
+
+
 def test_restore_waits_for_each_vf_to_take_its_own_setting_before_withdrawing_the_request(tmp_path: Path) -> None:
     # The VF applies a request only at its next fetch, and a withdrawn request (0) leaves it at
     # whatever it runs: withdrawing at once would leave it at vftune's rate.

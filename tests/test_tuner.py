@@ -85,10 +85,13 @@ def test_cold_search_converges_near_the_peak_and_then_holds_still():
     assert st["phase"] == "holding"
     assert abs(math.log(st["held_itr"] / 48_000)) < math.log(1.25)
     assert st["probes"] <= 15
-    # The VF runs its adaptive ITR: the first probe measures it without a write.
+    # The VF runs its adaptive ITR: the first probe measures it, and writes it anyway (the
+    # patched PF makes a VF it was just written to fetch the next probe's rate sooner).
     first = tuner.events[0]
     assert first.cause == "start" and first.text().startswith("start: traffic seen") and "probe: 1 of" in first.text()
-    assert "adaptive (incumbent)" in first.text() and vf.decisions[0][1].cause == "probe"
+    assert "adaptive (incumbent)" in first.text()
+    assert (vf.decisions[0][1].cause, vf.decisions[0][1].itr) == ("start", 0)
+    assert vf.decisions[1][1].cause == "probe" and vf.decisions[1][1].itr > 0
     converged = [d.reason for _, d in vf.decisions if d.cause == "converged"]
     assert len(converged) <= 1 and "vs incumbent" in (converged or [tuner.state()["last_event"]])[0]
     # Steady state: nothing changes for the next 5 minutes.
@@ -488,7 +491,8 @@ def test_the_adaptive_itr_is_measured_over_several_windows():
     vf = SyntheticVf(curve(48_000))
     tuner = SearchTuner(PCI, caps(1.0), {"window_s": 1.0, "adaptive_windows": 4})
     vf.run(tuner, 30)
-    first_probe = vf.decisions[0][0]
+    assert vf.decisions[0][1].cause == "start"  # the adaptive incumbent, written as it runs
+    first_probe = next(t for t, d in vf.decisions if d.cause == "probe")
     assert first_probe >= 1 + 4  # the first tick shows traffic, then four 1-s windows of adaptive
     times = [t for t, d in vf.decisions if d.cause == "probe"]
     assert all(b - a <= 3 for a, b in zip(times, times[1:]))  # fixed rates: settle + one window

@@ -612,7 +612,10 @@ class SearchTuner(VfPolicy):
         event = TunerEvent(s.t, Cause.PROBE, probe)
         if head is not None:
             event = replace(head, then=(*head.then, event))
-        if moved:
+        if moved or head is not None:
+            # A search's first probe is written even when it is the rate in force: on the
+            # patched pair any host write makes the VF fetch every 250 ms for a while, so the
+            # next probe's rate is in force at once, not at the VF's next 2-s fetch.
             event = replace(event, fields={**event.fields, "set": itr})
         return event
 

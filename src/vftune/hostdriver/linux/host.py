@@ -557,6 +557,11 @@ class LinuxHost(HostDriver):
         old_n, now_n = as_count(old), as_count(now)
         if old_n is None or now_n is None:
             return self._failed(vf_pci, "itr", itr, f"{itr_path}: reads back {now!r} (was {old!r}), not a number")
+        if as_count(ran) == usecs:
+            # The VF already runs it (a search's first probe is written to speed up the VF's
+            # fetch, vfdriver-patches 0014): in force now, and no earlier request is on its way.
+            self._confirm.pop(vf_pci, None)
+            return Applied(vf_pci, "itr", itr, usecs_to_itr(old_n), usecs_to_itr(now_n))
         # The VF takes the request at its next fetch (within VF_CONFIRM_S), not now: the write
         # is pending until _confirmations() sees it in force, so no window counts the old rate.
         self._confirm[vf_pci] = (pa.vf_itr_applied_usecs(dev.device_dir, vf.index), usecs,
