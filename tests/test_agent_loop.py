@@ -158,6 +158,7 @@ def test_a_vf_changed_lately_takes_its_next_change_at_a_fast_fetch() -> None:
     assert warm[0] == cold[0]  # the first change after a quiet minute waits for the slow fetch either way
     # A write every 8 s while warm (fewer where a change was written anyway), none after.
     assert 12 <= agent.keep_warm_writes <= 20, agent.keep_warm_writes
+    assert agent.view().decisions[("itr", "keep_warm")] == agent.keep_warm_writes  # in the metrics
     done = agent.keep_warm_writes
     for _ in range(40):
         agent.host.sleep(agent.config.interval)

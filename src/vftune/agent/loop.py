@@ -508,7 +508,10 @@ class Agent:
                 del self._warm[pci]
                 continue
             self._warm[pci] = (t, until)
-            self.keep_warm_writes += 1
+            with self.lock:
+                self.keep_warm_writes += 1
+                key = ("itr", "keep_warm")  # in vftune_decisions_total beside the real decisions
+                self._decision_counts[key] = self._decision_counts.get(key, 0) + 1
 
     def _apply_bounds(self, pci: str, t: float) -> list[Decision]:
         """An operator's max_interval_us for this VF, as a lower bound on its adaptive ITR."""
