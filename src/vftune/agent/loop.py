@@ -589,7 +589,9 @@ class Agent:
     def _log_applied(a: Applied, reason: str) -> None:
         if a.ok:
             # Each probe of a search is detail (a search is ~15 of them); its start and end are not.
-            level = logging.DEBUG if reason.startswith("probe") else logging.INFO
+            # A write that changed nothing (a search's first probe written as the VF runs it,
+            # to speed up its fetch) is detail too.
+            level = logging.DEBUG if reason.startswith("probe") or a.old == a.applied else logging.INFO
             log.log(level, "%s %s: %s -> %s (%s)", a.target, a.setting, a.old, a.applied, reason)
         else:
             log.warning("%s %s: could not set %s: %s", a.target, a.setting, a.requested, a.error)
