@@ -158,3 +158,22 @@ def test_a_guests_drops_are_rated_over_its_own_read_times_and_carried_between_re
     assert s.rx_dropped_pps == pytest.approx(1500.0)
     (s,) = tick(0, 3.4)  # the guest rebooted: its counter started again
     assert s.rx_dropped_pps == 0.0
+
+
+def test_the_vfs_of_one_guest_carry_their_bits_together_and_a_lone_vf_none():
+    """A guest's CPU time covers all of its VFs, so each VF of a guest with two is given their
+    bits/s together (the tuner takes the guest's CPU over those); a guest's only VF gets None."""
+    shared, alone = Guest("vm-a", "uuid-a"), Guest("vm-b", "uuid-b")
+    vfs = (VfInfo("enp3s0f0", 0, "0000:03:10.0", "vfio-pci", shared),
+           VfInfo("enp3s0f0", 1, "0000:03:10.2", "vfio-pci", alone))
+    other = (VfInfo("enp3s0f1", 0, "0000:03:10.1", "vfio-pci", shared),)
+    inv = Inventory((PfInfo("enp3s0f0", "0000:03:00.0", 0x10FB, "ixgbe", 2, 63, vfs),
+                     PfInfo("enp3s0f1", "0000:03:00.1", 0x10FB, "ixgbe", 1, 63, other)))
+    port, deriver = Port(inv), RateDeriver()
+    rates = {"0000:03:10.0": 3e9, "0000:03:10.1": 1e9, "0000:03:10.2": 2e9}
+    for _ in range(3):
+        samples, _ = deriver.derive(port.tick(rates), inv, {}, {})
+    by_pci = {s.pci: s for s in samples}
+    assert by_pci["0000:03:10.0"].guest_bps == pytest.approx(4e9, rel=1e-3)
+    assert by_pci["0000:03:10.1"].guest_bps == pytest.approx(4e9, rel=1e-3)
+    assert by_pci["0000:03:10.2"].guest_bps is None

@@ -250,6 +250,37 @@ def test_datagrams_dropped_at_the_guests_socket_are_not_credited():
     assert unknown.app_bps == unknown.bps
 
 
+def _cpu_window(bps: float, guest_cpu: float, guest_bps: float | None, interrupts: int = 0) -> Window:
+    meter = WindowMeter(1.0)
+    meter.start(0.0, 0.0)
+    for i in range(1, 4):
+        s = VfSample(PCI, "enp3s0f0", 0.5 * i, 0.5, rx_pps=bps / 12000, rx_bps=bps, tx_pps=0.0, tx_bps=0.0,
+                     interrupts_per_s=2.0 * interrupts, interrupts=interrupts, itr=1000, guest_cpu=guest_cpu,
+                     guest_bps=guest_bps)
+        w = meter.add(s)
+        if w is not None:
+            return w
+    raise AssertionError("no window")
+
+
+def test_a_gain_that_costs_more_cpu_per_bit_shows_as_a_rise_on_a_guest_with_two_vfs():
+    """The guest's CPU covers both its VFs. This VF gains 20% for 30% more of its own CPU while
+    its neighbour stays put: its CPU per bit must rise (over its own bits alone it would fall,
+    and the CPU rule would buy the gain whatever it cost)."""
+    before = _cpu_window(1e9, guest_cpu=0.2, guest_bps=2e9)  # 0.1 CPU each, 1 Gb/s each
+    after = _cpu_window(1.2e9, guest_cpu=0.23, guest_bps=2.2e9)
+    rise = after.cpu_per_bit() / before.cpu_per_bit() - 1.0
+    own_rise = (0.13 / 1.2e9) / (0.1 / 1e9) - 1.0  # +8.3%
+    assert 0.0 < rise < own_rise  # diluted by the neighbour's bits, its sign kept
+    assert after.cpu_s / after.bits < before.cpu_s / before.bits  # the guest's CPU over this VF's bits falls
+    # A guest's only VF: its CPU over its own bits, as before.
+    alone = _cpu_window(1e9, guest_cpu=0.1, guest_bps=None)
+    assert alone.guest_bits is None and alone.cpu_per_bit() == pytest.approx(0.1 / 1e9)
+    # The host's cost of forwarding this VF's interrupts stays this VF's.
+    with_irqs = _cpu_window(1e9, guest_cpu=0.2, guest_bps=2e9, interrupts=500)
+    assert with_irqs.cpu_per_bit(2e-6) == pytest.approx(0.2 / 2e9 + 2e-6 * 1000 / 1e9)
+
+
 def test_saturation_is_remembered_for_a_while():
     judge = PortJudge(memory_s=60.0)
     judge.observe(window(0, 3e9, port_bps=9.9e9, capacity_bps=9.9e9, share_bps=2.5e9))

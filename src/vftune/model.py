@@ -202,6 +202,9 @@ class VfSample:
     # An ITR the host accepted for this VF that is not in force yet (itr is still the old one):
     # a measurement window must not count this interval as either.
     itr_pending: int | None = None
+    # Bits/s (rx + tx) of all the owning guest's VFs together when it owns several, whose CPU
+    # guest_cpu covers; None when this VF is the guest's only one (its own throughput_bps).
+    guest_bps: float | None = None
 
     @property
     def throughput_bps(self) -> float:

@@ -124,6 +124,7 @@ class RateDeriver:
                     itr=itrs.get(vf.pci, 0), guest_cpu=cpu, fresh=fresh, rx_dropped_pps=dropped,
                 )
             )
+        vf_samples = self._with_guest_bits(vf_samples, inv, vfs_of)
         pf_samples = [
             PfSample(
                 pf=name, t=snap.time, dt=dt,
@@ -136,6 +137,20 @@ class RateDeriver:
             if name in prev.pfs
         ]
         return self._with_ports(snap.time, vf_samples, pf_samples, inv), pf_samples
+
+    @staticmethod
+    def _with_guest_bits(samples: list[VfSample], inv: Inventory, vfs_of: Counter[str]) -> list[VfSample]:
+        """A guest's CPU covers all of its VFs: each VF of a guest with several is given their
+        bits/s together, so its CPU per bit is the guest's, not the guest's CPU over its own bits
+        (which falls whenever this VF gains, however much CPU the gain cost)."""
+        guest_of = {vf.pci: vf.guest.name for vf in inv.vfs() if vf.guest is not None and vfs_of[vf.guest.name] > 1}
+        if not guest_of:
+            return samples
+        total: dict[str, float] = {}
+        for s in samples:
+            if s.pci in guest_of:
+                total[guest_of[s.pci]] = total.get(guest_of[s.pci], 0.0) + s.throughput_bps
+        return [replace(s, guest_bps=total[guest_of[s.pci]]) if s.pci in guest_of else s for s in samples]
 
     def _drop_rate(self, guest: str, snap: Snapshot, prev: Snapshot) -> float | None:
         """A guest's socket drops per second between its two latest reads (an agent is read off

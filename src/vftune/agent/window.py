@@ -39,6 +39,9 @@ class Window:
     # Received bits the guest's sockets dropped (VfSample.rx_dropped_pps at the window's mean
     # frame size), None when unknown: what the ring counters count but no application got.
     dropped_bits: float | None = None
+    # Bits of all the owning guest's VFs over the window when it owns several (cpu_s is theirs
+    # together), None when this VF is its only one.
+    guest_bits: float | None = None
 
     @property
     def duration(self) -> float:
@@ -81,12 +84,17 @@ class Window:
         return self.interrupts / self.duration
 
     def cpu_per_bit(self, host_irq_cost_s: float = 0.0) -> float | None:
-        """CPU seconds per bit delivered, what a setting costs per Gb: the guest's CPU, plus
-        host_irq_cost_s per interrupt the host forwarded (its exits and injection, which the
-        guest's CPU time does not show; none counted when the host cannot see the interrupts)."""
+        """CPU seconds per bit delivered, what a setting costs per Gb: the guest's CPU per bit,
+        plus host_irq_cost_s per interrupt the host forwarded for this VF (its exits and
+        injection, which the guest's CPU time does not show; none counted when the host cannot
+        see the interrupts). A guest with several VFs spends its CPU on all of them: its CPU
+        is taken over their bits together, shared in proportion to bits. A VF's own rise in CPU
+        per bit then shows diluted by its share of the guest's bits, but with its sign: over this
+        VF's bits alone, any gain would look cheaper whatever it cost."""
         if self.cpu_s is None or self.bits <= 0:
             return None
-        return (self.cpu_s + host_irq_cost_s * (self.interrupts or 0)) / self.bits
+        guest_bits = self.bits if self.guest_bits is None else max(self.guest_bits, self.bits)
+        return self.cpu_s / guest_bits + host_irq_cost_s * (self.interrupts or 0) / self.bits
 
     @property
     def port_load(self) -> float | None:
@@ -168,6 +176,8 @@ class WindowMeter:
         self._dropped: float | None = 0.0
         self._interrupts: int | None = 0
         self._port: list[float] | None = [0.0, 0.0, 0.0]  # bits, capacity bits, share bits
+        self._guest_bits = 0.0
+        self._shared = False  # a sample gave the bits of the guest's VFs together
 
     def start(self, change_t: float, settle_s: float, window_s: float | None = None) -> None:
         """Forget the running window: a setting changed at change_t (sample time). Windows from
@@ -207,6 +217,8 @@ class WindowMeter:
         self._packets += (s.rx_pps + s.tx_pps) * s.dt
         self._rx_packets += s.rx_pps * s.dt
         self._cpu = None if s.guest_cpu is None or self._cpu is None else self._cpu + s.guest_cpu * s.dt
+        self._guest_bits += (s.throughput_bps if s.guest_bps is None else s.guest_bps) * s.dt
+        self._shared = self._shared or s.guest_bps is not None
         if s.rx_dropped_pps is None or self._dropped is None:
             self._dropped = None
         elif s.rx_pps > 0:  # at the sample's mean frame size, and never more than it received
@@ -224,7 +236,8 @@ class WindowMeter:
         if s.fresh and s.t - self._origin >= self._length - EPS:
             port: list[float | None] = list(self._port) if self._port else [None, None, None]
             w = Window(self._origin, s.t, self._bits, self._packets, self._interrupts, s.itr,
-                       self._rx_bits, port[0], port[1], port[2], self._rx_packets, self._cpu, self._dropped)
+                       self._rx_bits, port[0], port[1], port[2], self._rx_packets, self._cpu, self._dropped,
+                       self._guest_bits if self._shared else None)
             self._origin = s.t
             self._reset_sums()
             return w
