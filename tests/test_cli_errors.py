@@ -30,6 +30,7 @@ def run(*args: str, cwd=None) -> subprocess.CompletedProcess:
     (["--sim", "--retention", "nan"], "'--retention': nan is not a finite number"),
     (["--sim", "--retention", "-1"], "'--retention': -1 is out of range: must be > 0"),
     (["--sim", "--max-db-mb", "1e999"], "'--max-db-mb': inf is not a finite number"),
+    (["--sim", "--keep-warm", "-1"], "'--keep-warm': -1 is out of range: must be >= 0"),
     (["--sim", "--guest-rx-drops", "sometimes"], "'--guest-rx-drops': 'sometimes' is not one of 'auto', 'off'"),
     (["--sysfs-root", "/nonexistent", "--libvirt-uri", "none"], "--sysfs-root /nonexistent: not a directory"),
 ])

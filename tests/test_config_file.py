@@ -106,6 +106,7 @@ def test_config_check_names_file_key_and_value_once_per_problem(tmp_path):
     ('[run]\npolicy = "magic"\n', "run.policy = 'magic'"),
     ("[run]\nfrobnicate = 1\n", "run.frobnicate = 1: not a `vftune run` option"),
     ("[[rule]]\nexclude = true\n", "rule[1].match: missing"),
+    ("[run]\nkeep-warm = -1\n", "--keep-warm -1: must be >= 0"),
 ])
 def test_config_check_one_line_for_each_kind_of_mistake(tmp_path, text, says):
     out = _check(tmp_path, text)
@@ -114,7 +115,7 @@ def test_config_check_one_line_for_each_kind_of_mistake(tmp_path, text, says):
 
 def test_precedence_flags_then_environment_then_file_then_defaults(tmp_path, monkeypatch):
     path = tmp_path / "vftune.toml"
-    path.write_text('[run]\ninterval = 0.5\nseed = 7\nlog-level = "debug"\n')
+    path.write_text('[run]\ninterval = 0.5\nseed = 7\nlog-level = "debug"\nkeep-warm = 0\n')
 
     def resolved(args: list[str]) -> dict:
         ctx = run_cli.command.make_context("run", ["--config", str(path), *args], auto_envvar_prefix="VFTUNE_RUN")
@@ -123,6 +124,7 @@ def test_precedence_flags_then_environment_then_file_then_defaults(tmp_path, mon
     monkeypatch.setenv("VFTUNE_RUN_SEED", "9")
     params = resolved(["--log-level", "warning"])
     assert params["interval"] == 0.5  # file over default
+    assert params["keep_warm_s"] == 0  # keep-warm off from the file
     assert params["seed"] == 9  # environment over file
     assert params["log_level"] == "warning"  # flag over file
     assert params["db"] is None  # default: resolved to the state directory later

@@ -32,6 +32,7 @@ LIMITS: dict[str, tuple[str, float, float, bool]] = {
     "retention_h": ("--retention", 0.0, 24 * 365.0, True),
     "rollup_days": ("--rollup-days", 0.0, 3650.0, False),
     "max_db_mb": ("--max-db-mb", 16.0, 10_000_000.0, False),
+    "keep_warm_s": ("--keep-warm", 0.0, 3600.0, False),
 }
 
 
@@ -88,6 +89,9 @@ class RunConfig:
     # Longest interval (rx-usecs) a VF's own adaptive ITR may pick, for every VF; None = no bound.
     # The config file's per-VF max_interval_us rules will feed the same AgentConfig field.
     max_interval_us: int | None = None
+    # After an ITR change, the rate in force is written again every few seconds for this long, so
+    # a patched VF keeps fetching every 250 ms and its next change lands at once; 0 = off.
+    keep_warm_s: float = 60.0
     run_for: float | None = None  # wall seconds until a clean stop; None = until a signal
     # Where it keeps and serves what it does.
     db: str = field(default_factory=paths.default_db)  # SQLite history file (and write journal)

@@ -38,7 +38,7 @@ RULE_KEYS = ("match", "objective", "max_interval_us", "pin_itr", "exclude")
 MAX_INTERVAL_US_RANGE = (2.0, 1022.0)
 
 # RunConfig fields whose `vftune run` option has another long name than the field's.
-_LONG_NAMES = {"run_for": "for", "retention_h": "retention"}
+_LONG_NAMES = {"run_for": "for", "retention_h": "retention", "keep_warm_s": "keep-warm"}
 _TYPES = {"str": str, "float": float, "int": int, "bool": bool}
 
 

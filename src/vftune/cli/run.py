@@ -136,6 +136,10 @@ def open_host(config: RunConfig, journal: Journal) -> HostDriver:
               "allows guest-file-*, off never (linux backend).")
 @click.option("--max-interval-us", type=int, default=DEFAULTS.max_interval_us, metavar="USECS",
               help="Longest interval (rx-usecs) a VF's own adaptive ITR may pick (patched driver's bounds).")
+@click.option("--keep-warm", "keep_warm_s", type=_number("keep_warm_s"), default=DEFAULTS.keep_warm_s,
+              show_default=True, metavar="SECONDS",
+              help="After an ITR change, write the rate in force again every 8 s for this long, so a "
+              "patched VF keeps fetching every 250 ms and its next change lands at once; 0: off.")
 @click.option("--log-level", type=click.Choice(LOG_LEVELS), default=DEFAULTS.log_level, show_default=True)
 @click.option("--log-format", type=click.Choice(LOG_FORMATS), default=DEFAULTS.log_format, show_default=True,
               help="text (no timestamps under journald, a syslog priority per line) or json.")
@@ -208,7 +212,8 @@ def run(config: RunConfig, host_factory: Callable[[RunConfig, Journal], HostDriv
         host = host_factory(config, journal)
         agent = Agent(host, store, policy_factory, pf_factory,
                       AgentConfig(interval=config.interval, max_interval_us={} if config.max_interval_us is None
-                                  else {"*": config.max_interval_us}), rules=file_rules)
+                                  else {"*": config.max_interval_us}, keep_warm_s=config.keep_warm_s),
+                      rules=file_rules)
         agent.start(config.detail)  # first of all: restore what an unfinished run left
     except PolicyError as exc:
         store.close()
