@@ -284,3 +284,11 @@ def test_any_document_gives_a_config_or_named_problems_never_an_exception(run, r
     if not problems:
         assert len(config.rules) == len(rule_list)
         config.rule_for(_target("0000:03:10.0", "web-1"))  # matching never fails on a clean config
+
+
+def test_the_run_default_for_keep_warm_is_the_agents():
+    """`vftune run --keep-warm` and AgentConfig keep one default between them (60 s)."""
+    from vftune.agent.loop import AgentConfig
+    from vftune.config import RunConfig
+
+    assert RunConfig().keep_warm_s == AgentConfig().keep_warm_s
