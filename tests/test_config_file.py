@@ -7,6 +7,7 @@ import signal
 import subprocess
 import time
 
+import click
 import httpx
 import pytest
 from hypothesis import given, settings
@@ -292,3 +293,20 @@ def test_the_run_default_for_keep_warm_is_the_agents():
     from vftune.config import RunConfig
 
     assert RunConfig().keep_warm_s == AgentConfig().keep_warm_s
+
+
+def test_every_run_option_reads_the_environment_variable_named_after_it(monkeypatch):
+    """README: every `vftune run` option is also VFTUNE_RUN_<OPTION> (its long name, upper case,
+    dashes as underscores), whatever its field is called (--for, --retention, --keep-warm)."""
+    ctx = run_cli.command.make_context("run", [], auto_envvar_prefix="VFTUNE_RUN")
+    for param in run_cli.command.params:
+        if not isinstance(param, click.Option) or param.name == "config":
+            continue
+        long_name = max(param.opts, key=len).lstrip("-")
+        expected = "VFTUNE_RUN_" + long_name.upper().replace("-", "_")
+        consulted = param.envvar or f"{ctx.auto_envvar_prefix}_{(param.name or '').upper()}"
+        assert consulted == expected, (param.name, consulted)
+    monkeypatch.setenv("VFTUNE_RUN_KEEP_WARM", "7")
+    monkeypatch.setenv("VFTUNE_RUN_FOR", "3")
+    params = run_cli.command.make_context("run", [], auto_envvar_prefix="VFTUNE_RUN").params
+    assert params["keep_warm_s"] == 7 and params["run_for"] == 3

@@ -92,13 +92,13 @@ def open_host(config: RunConfig, journal: Journal) -> HostDriver:
 @click.command("run")
 @click.option("--sim", "sim", is_flag=False, flag_value=DEFAULT_SCENARIO, default=None, metavar="[SCENARIO]",
               help=f"Run on the simulated host (scenario default: {DEFAULT_SCENARIO}; see `vftune sim list`).")
-@click.option("--scenario-file", "scenario_files", multiple=True, metavar="PATH",
+@click.option("--scenario-file", "scenario_files", envvar="VFTUNE_RUN_SCENARIO_FILE", multiple=True, metavar="PATH",
               help="Run on the simulated host described by this TOML file (docs/scenarios.md).")
 @click.option("--speed", type=_number("speed"), default=DEFAULTS.speed, show_default=True,
               help="Simulated seconds per wall second (sim only).")
 @click.option("--seed", type=_number("seed", integer=True), default=DEFAULTS.seed, show_default=True,
               help="Simulator seed.")
-@click.option("--for", "run_for", type=_number("run_for"), default=DEFAULTS.run_for, metavar="SECONDS",
+@click.option("--for", "run_for", envvar="VFTUNE_RUN_FOR", type=_number("run_for"), default=DEFAULTS.run_for, metavar="SECONDS",
               help="Stop cleanly after this many wall seconds (default: until SIGINT/SIGTERM).")
 @click.option("--db", default=None, metavar="PATH",
               help="SQLite history and write journal [default: vftune.db in the state directory, "
@@ -113,8 +113,9 @@ def open_host(config: RunConfig, journal: Journal) -> HostDriver:
               help="Per-VF ITR policy: search, fixed:RATE, observe.")
 @click.option("--pf-mode", default=DEFAULTS.pf_mode, show_default=True,
               help="Per-PF rx mode controller: hybrid, hybrid:CLIFF_PPS, stock.")
-@click.option("--retention", "retention_h", type=_number("retention_h"), default=DEFAULTS.retention_h,
-              show_default=True, help="Hours of per-tick samples to keep; older ones become 1-minute rows.")
+@click.option("--retention", "retention_h", envvar="VFTUNE_RUN_RETENTION", type=_number("retention_h"),
+              default=DEFAULTS.retention_h, show_default=True,
+              help="Hours of per-tick samples to keep; older ones become 1-minute rows.")
 @click.option("--rollup-days", type=_number("rollup_days"), default=DEFAULTS.rollup_days, show_default=True,
               help="Days of 1-minute samples, events and decisions to keep.")
 @click.option("--max-db-mb", type=_number("max_db_mb"), default=DEFAULTS.max_db_mb, show_default=True,
@@ -136,8 +137,8 @@ def open_host(config: RunConfig, journal: Journal) -> HostDriver:
               "allows guest-file-*, off never (linux backend).")
 @click.option("--max-interval-us", type=int, default=DEFAULTS.max_interval_us, metavar="USECS",
               help="Longest interval (rx-usecs) a VF's own adaptive ITR may pick (patched driver's bounds).")
-@click.option("--keep-warm", "keep_warm_s", type=_number("keep_warm_s"), default=DEFAULTS.keep_warm_s,
-              show_default=True, metavar="SECONDS",
+@click.option("--keep-warm", "keep_warm_s", envvar="VFTUNE_RUN_KEEP_WARM", type=_number("keep_warm_s"),
+              default=DEFAULTS.keep_warm_s, show_default=True, metavar="SECONDS",
               help="After an ITR change, write the rate in force again every 8 s for this long, so a "
               "patched VF keeps fetching every 250 ms and its next change lands at once; 0: off.")
 @click.option("--log-level", type=click.Choice(LOG_LEVELS), default=DEFAULTS.log_level, show_default=True)
