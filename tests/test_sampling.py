@@ -114,17 +114,19 @@ def test_room_a_neighbour_leaves_for_a_few_seconds_is_not_the_vfs_share():
     assert share["0000:03:10.0"] == pytest.approx((CAPACITY - 0.2 * level) / 3, rel=1e-3)
 
 
-def test_socket_drops_are_a_vfs_only_when_it_is_its_guests_one_vf():
-    """A guest's socket drops are guest-wide: they count against its VF when it has one, and
-    against none when it has two (which VF's datagrams were dropped is not known)."""
+def test_socket_drops_are_a_one_vf_guests_own_and_shared_by_packets_on_a_guest_with_several():
+    """A guest's socket drops are guest-wide: they are its VF's own when it has one. On a guest
+    with two, whose datagrams they were is not known: each VF's window counts a share by the
+    packets it received, and none is shown as the VF's own (operators see rx_dropped_pps)."""
     solo, duo = Guest("solo", "u1"), Guest("duo", "u2")
     vfs = (VfInfo("enp3s0f0", 0, "0000:03:10.0", "vfio-pci", solo),
            VfInfo("enp3s0f0", 1, "0000:03:10.1", "vfio-pci", duo),
            VfInfo("enp3s0f0", 2, "0000:03:10.2", "vfio-pci", duo),
-           VfInfo("enp3s0f0", 3, "0000:03:10.3", "vfio-pci", Guest("silent", "u3")))
-    inv = Inventory((PfInfo("enp3s0f0", "0000:03:00.0", 0x10FB, "ixgbe", 4, 63, vfs),))
+           VfInfo("enp3s0f0", 3, "0000:03:10.3", "vfio-pci", Guest("silent", "u3")),
+           VfInfo("enp3s0f0", 4, "0000:03:10.4", "vfio-pci", Guest("silent", "u3")))
+    inv = Inventory((PfInfo("enp3s0f0", "0000:03:00.0", 0x10FB, "ixgbe", 5, 63, vfs),))
     port, deriver = Port(inv), RateDeriver()
-    rates = {vf.pci: 1e9 for vf in vfs}
+    rates = {vf.pci: 1e9 for vf in vfs} | {"0000:03:10.1": 3e9}  # duo's packets: 3 to 1
     drops = {"solo": 0, "duo": 0}  # "silent" has no agent: not in the snapshot
     samples: list = []
     for _ in range(3):
@@ -132,8 +134,12 @@ def test_socket_drops_are_a_vfs_only_when_it_is_its_guests_one_vf():
         samples, _ = deriver.derive(dataclasses.replace(port.tick(rates), guest_rx_drops=drops), inv, {}, {})
     by_pci = {s.pci: s for s in samples}
     assert by_pci["0000:03:10.0"].rx_dropped_pps == pytest.approx(5000.0)
+    assert by_pci["0000:03:10.0"].rx_dropped_share_pps is None
     assert by_pci["0000:03:10.1"].rx_dropped_pps is None and by_pci["0000:03:10.2"].rx_dropped_pps is None
-    assert by_pci["0000:03:10.3"].rx_dropped_pps is None
+    assert by_pci["0000:03:10.1"].rx_dropped_share_pps == pytest.approx(3750.0, rel=1e-3)
+    assert by_pci["0000:03:10.2"].rx_dropped_share_pps == pytest.approx(1250.0, rel=1e-3)
+    for silent in ("0000:03:10.3", "0000:03:10.4"):
+        assert by_pci[silent].rx_dropped_pps is None and by_pci[silent].rx_dropped_share_pps is None
 
 
 def test_a_guests_drops_are_rated_over_its_own_read_times_and_carried_between_reads():

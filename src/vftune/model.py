@@ -205,6 +205,9 @@ class VfSample:
     # Bits/s (rx + tx) of all the owning guest's VFs together when it owns several, whose CPU
     # guest_cpu covers; None when this VF is the guest's only one (its own throughput_bps).
     guest_bps: float | None = None
+    # On a guest with several VFs: its socket drops (datagrams/s) shared out by the VFs' received
+    # packets, as a measurement window counts them; rx_dropped_pps stays None (not this VF's own).
+    rx_dropped_share_pps: float | None = None
 
     @property
     def throughput_bps(self) -> float:

@@ -99,6 +99,7 @@ class RateDeriver:
         vf_samples: list[VfSample] = []
         # A guest's socket drops are guest-wide: they are a VF's only when it is the guest's one VF.
         vfs_of = Counter(vf.guest.name for vf in inv.vfs() if vf.guest is not None)
+        shared_drops: dict[str, float | None] = {}  # guests with several VFs: their drops/s
         for vf in inv.vfs():
             now_c, old_c = snap.vfs.get(vf.pci), prev.vfs.get(vf.pci)
             if now_c is None or old_c is None:
@@ -114,6 +115,8 @@ class RateDeriver:
                     cpu = max(0.0, c1 - c0) / dt
                 if vfs_of[vf.guest.name] == 1:
                     dropped = self._drop_rate(vf.guest.name, snap, prev)
+                elif vf.guest.name not in shared_drops:
+                    shared_drops[vf.guest.name] = self._drop_rate(vf.guest.name, snap, prev)
             vf_samples.append(
                 VfSample(
                     pci=vf.pci, pf=vf.pf, t=snap.time, dt=dt,
@@ -124,7 +127,7 @@ class RateDeriver:
                     itr=itrs.get(vf.pci, 0), guest_cpu=cpu, fresh=fresh, rx_dropped_pps=dropped,
                 )
             )
-        vf_samples = self._with_guest_bits(vf_samples, inv, vfs_of)
+        vf_samples = self._with_guest_bits(vf_samples, inv, vfs_of, shared_drops)
         pf_samples = [
             PfSample(
                 pf=name, t=snap.time, dt=dt,
@@ -139,18 +142,30 @@ class RateDeriver:
         return self._with_ports(snap.time, vf_samples, pf_samples, inv), pf_samples
 
     @staticmethod
-    def _with_guest_bits(samples: list[VfSample], inv: Inventory, vfs_of: Counter[str]) -> list[VfSample]:
+    def _with_guest_bits(samples: list[VfSample], inv: Inventory, vfs_of: Counter[str],
+                         drops: dict[str, float | None]) -> list[VfSample]:
         """A guest's CPU covers all of its VFs: each VF of a guest with several is given their
         bits/s together, so its CPU per bit is the guest's, not the guest's CPU over its own bits
-        (which falls whenever this VF gains, however much CPU the gain cost)."""
+        (which falls whenever this VF gains, however much CPU the gain cost). Its socket drops
+        are shared out by received packets: whose they were is not known, but a VF whose gain
+        costs the guest's sockets their datagrams must not read it as a gain."""
         guest_of = {vf.pci: vf.guest.name for vf in inv.vfs() if vf.guest is not None and vfs_of[vf.guest.name] > 1}
         if not guest_of:
             return samples
-        total: dict[str, float] = {}
+        bits: dict[str, float] = {}
+        packets: dict[str, float] = {}
         for s in samples:
             if s.pci in guest_of:
-                total[guest_of[s.pci]] = total.get(guest_of[s.pci], 0.0) + s.throughput_bps
-        return [replace(s, guest_bps=total[guest_of[s.pci]]) if s.pci in guest_of else s for s in samples]
+                guest = guest_of[s.pci]
+                bits[guest] = bits.get(guest, 0.0) + s.throughput_bps
+                packets[guest] = packets.get(guest, 0.0) + s.rx_pps
+
+        def shared(s: VfSample, guest: str) -> VfSample:
+            rate = drops.get(guest)
+            share = None if rate is None else rate * s.rx_pps / packets[guest] if packets[guest] > 0 else 0.0
+            return replace(s, guest_bps=bits[guest], rx_dropped_share_pps=share)
+
+        return [shared(s, guest_of[s.pci]) if s.pci in guest_of else s for s in samples]
 
     def _drop_rate(self, guest: str, snap: Snapshot, prev: Snapshot) -> float | None:
         """A guest's socket drops per second between its two latest reads (an agent is read off

@@ -36,8 +36,9 @@ class Window:
     share_bits: float | None = None
     rx_packets: float = 0.0
     cpu_s: float | None = None  # the owning guest's CPU seconds over the window, when known
-    # Received bits the guest's sockets dropped (VfSample.rx_dropped_pps at the window's mean
-    # frame size), None when unknown: what the ring counters count but no application got.
+    # Received bits the guest's sockets dropped (VfSample.rx_dropped_pps, or its share of them on
+    # a guest with several VFs, at the window's mean frame size), None when unknown: what the
+    # ring counters count but no application got.
     dropped_bits: float | None = None
     # Bits of all the owning guest's VFs over the window when it owns several (cpu_s is theirs
     # together), None when this VF is its only one.
@@ -219,10 +220,11 @@ class WindowMeter:
         self._cpu = None if s.guest_cpu is None or self._cpu is None else self._cpu + s.guest_cpu * s.dt
         self._guest_bits += (s.throughput_bps if s.guest_bps is None else s.guest_bps) * s.dt
         self._shared = self._shared or s.guest_bps is not None
-        if s.rx_dropped_pps is None or self._dropped is None:
+        dropped = s.rx_dropped_pps if s.rx_dropped_pps is not None else s.rx_dropped_share_pps
+        if dropped is None or self._dropped is None:
             self._dropped = None
         elif s.rx_pps > 0:  # at the sample's mean frame size, and never more than it received
-            self._dropped += min(s.rx_dropped_pps, s.rx_pps) * (s.rx_bps / s.rx_pps) * s.dt
+            self._dropped += min(dropped, s.rx_pps) * (s.rx_bps / s.rx_pps) * s.dt
         if s.port_rx_bps is None or s.port_rx_capacity_bps is None or s.port_rx_share_bps is None:
             self._port = None
         elif self._port is not None:
