@@ -127,7 +127,7 @@ class RateDeriver:
                     itr=itrs.get(vf.pci, 0), guest_cpu=cpu, fresh=fresh, rx_dropped_pps=dropped,
                 )
             )
-        vf_samples = self._with_guest_bits(vf_samples, inv, vfs_of, shared_drops)
+        vf_samples = self._with_guest_totals(vf_samples, inv, vfs_of, shared_drops)
         pf_samples = [
             PfSample(
                 pf=name, t=snap.time, dt=dt,
@@ -142,7 +142,7 @@ class RateDeriver:
         return self._with_ports(snap.time, vf_samples, pf_samples, inv), pf_samples
 
     @staticmethod
-    def _with_guest_bits(samples: list[VfSample], inv: Inventory, vfs_of: Counter[str],
+    def _with_guest_totals(samples: list[VfSample], inv: Inventory, vfs_of: Counter[str],
                          drops: dict[str, float | None]) -> list[VfSample]:
         """A guest's CPU covers all of its VFs: each VF of a guest with several is given their
         bits/s together, so its CPU per bit is the guest's, not the guest's CPU over its own bits
@@ -162,7 +162,9 @@ class RateDeriver:
 
         def shared(s: VfSample, guest: str) -> VfSample:
             rate = drops.get(guest)
-            share = None if rate is None else rate * s.rx_pps / packets[guest] if packets[guest] > 0 else 0.0
+            share = None
+            if rate is not None:
+                share = rate * s.rx_pps / packets[guest] if packets[guest] > 0 else 0.0
             return replace(s, guest_bps=bits[guest], rx_dropped_share_pps=share)
 
         return [shared(s, guest_of[s.pci]) if s.pci in guest_of else s for s in samples]
