@@ -598,3 +598,24 @@ def test_a_window_the_load_stopped_inside_is_measured_again_not_judged():
     blind, blind_told = _stop_inside_a_window_of_the_adaptive_itr({"max_remeasures": 0})
     assert "remeasure" not in [e.cause for e in blind.events]
     assert any(0.3 * top < t < 0.7 * top for t in blind_told)
+
+
+def test_a_new_load_under_a_search_on_a_saturated_port_is_not_boxed_around_the_old_loads_probe():
+    """A search confined to rates below the one in force (a VF taking its share of a saturated
+    port) centres on the adaptive ITR it starts from. When the load changes class mid-search, the
+    rate in force is a probe of the other load's search: no centre for the new one."""
+    vf = SharedPortVf(rising, share=1e9)
+    tuner = SearchTuner(PCI, caps())
+    for _ in range(120):
+        d = tuner.step(vf.sample())
+        if d is not None:
+            vf.decisions.append((vf.t, d))
+            vf.itr = quantize_itr(d.itr) if d.itr else 0
+        if tuner.phase is Phase.PROBING and vf.itr > 0 and vf.packet_bytes == 1500.0:
+            in_force = vf.itr
+            vf.packet_bytes = 300.0  # small packets: another class
+        if any(d.cause == "restart-in-search" for _, d in vf.decisions):
+            break
+    (restart,) = [d.reason for _, d in vf.decisions if d.cause == "restart-in-search"]
+    low, high = (int(x) for x in restart.split("searching ")[1].split("/s")[0].split(".."))
+    assert (low, high) == tuner.full_bracket and high != in_force

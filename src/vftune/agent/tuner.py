@@ -564,8 +564,11 @@ class SearchTuner(VfPolicy):
         o = self.options
         low, high = self.full_bracket
         # A warm restart brackets the rate in force; under the adaptive ITR (0) that is the
-        # interrupt rate the host measured, when it can see one.
-        centre = s.itr if s.itr > 0 else (baseline.interrupt_rate if baseline else None)
+        # interrupt rate the host measured, when it can see one. A cold search's incumbent is
+        # the adaptive ITR: a rate in force then is another load's (a probe of the search the
+        # load left, or the setting held for it), no centre for this one.
+        adaptive_rate = baseline.interrupt_rate if baseline is not None and baseline.itr == 0 else None
+        centre = s.itr if warm and s.itr > 0 else adaptive_rate
         verdict = self.port.judge(baseline) if baseline is not None else None
         confined = verdict is not None and verdict.takes_share
         if centre and (confined or warm):
