@@ -557,3 +557,65 @@ def test_a_recalled_setting_whose_application_now_gets_less_is_checked_though_th
     after = [d for t, d in vf.decisions if t > start]
     assert [d.cause for d in after[:2]] == ["recall", "probe"] and after[1].itr == 0
     assert tuner.restarts["worse"] == 1
+
+
+def _stop_inside_a_window_of_the_adaptive_itr(options: dict[str, object]) -> tuple[SearchTuner, list[float]]:
+    """A bulk VF whose load stops halfway through its search's window of the adaptive ITR; every
+    throughput the search was told, and the tuner after the load stopped."""
+    level = {"on": 1.0}
+    f = curve(48_000)
+    vf = SyntheticVf(lambda r: f(r) * level["on"])
+    tuner = SearchTuner(PCI, caps(1.0), {"window_s": 1.0, **options})
+    told: list[float] = []
+    in_window = 0
+    for _ in range(200):
+        d = tuner.step(vf.sample())
+        if d is not None:
+            vf.itr = quantize_itr(d.itr) if d.itr else 0
+        probing = tuner.phase is Phase.PROBING and tuner.probe_itr == 0 and not tuner.meter.settling
+        in_window = in_window + 1 if probing and level["on"] else 0
+        if in_window == 3:  # two of its four one-second spans in (the first sample opens it): the tenant stops
+            level["on"] = 0.0
+        if tuner.search is not None:
+            told = [p.throughput for p in tuner.search.history]
+        if not level["on"] and tuner.phase is not Phase.PROBING:
+            break
+    return tuner, told
+
+
+def test_a_window_the_load_stopped_inside_is_measured_again_not_judged():
+    """A window of a probe that holds idle spans beside busy ones measures the load stopping, not
+    the setting: told to the search, half of a bulk load would read as the setting halving it
+    (and a search that kept the other rate would remember that for this class). The tuner
+    measures again; the next window is idle, so the probe is abandoned."""
+    tuner, told = _stop_inside_a_window_of_the_adaptive_itr({})
+    assert [e.cause for e in tuner.events][-2:] == ["remeasure", "abort"]
+    assert "idle for part of its window" in tuner.events[-2].text()
+    assert tuner.phase is Phase.IDLE
+    top = curve(48_000)(ADAPTIVE_RATE)
+    assert all(t > 0.9 * top for t in told if t)  # nothing half-idle reached the search
+    # Without the second look, the half-idle window is judged as the adaptive ITR's throughput.
+    blind, blind_told = _stop_inside_a_window_of_the_adaptive_itr({"max_remeasures": 0})
+    assert "remeasure" not in [e.cause for e in blind.events]
+    assert any(0.3 * top < t < 0.7 * top for t in blind_told)
+
+
+def test_a_new_load_under_a_search_on_a_saturated_port_is_not_boxed_around_the_old_loads_probe():
+    """A search confined to rates below the one in force (a VF taking its share of a saturated
+    port) centres on the adaptive ITR it starts from. When the load changes class mid-search, the
+    rate in force is a probe of the other load's search: no centre for the new one."""
+    vf = SharedPortVf(rising, share=1e9)
+    tuner = SearchTuner(PCI, caps())
+    for _ in range(120):
+        d = tuner.step(vf.sample())
+        if d is not None:
+            vf.decisions.append((vf.t, d))
+            vf.itr = quantize_itr(d.itr) if d.itr else 0
+        if tuner.phase is Phase.PROBING and vf.itr > 0 and vf.packet_bytes == 1500.0:
+            in_force = vf.itr
+            vf.packet_bytes = 300.0  # small packets: another class
+        if any(d.cause == "restart-in-search" for _, d in vf.decisions):
+            break
+    (restart,) = [d.reason for _, d in vf.decisions if d.cause == "restart-in-search"]
+    low, high = (int(x) for x in restart.split("searching ")[1].split("/s")[0].split(".."))
+    assert (low, high) == tuner.full_bracket and high != in_force

@@ -421,3 +421,22 @@ def test_median_pool_answers_as_median_window_over_the_same_windows(steps, maxle
             assert pool.median() is median_window(kept)
             assert pool.median(after) is median_window(kept + after)
             assert pool.first() is kept[0] and len(pool) == len(kept)
+
+
+def test_a_window_shows_the_lowest_rate_between_its_counter_refreshes():
+    """Spans run from one counter refresh to the next: with counters that refresh every other
+    sample, the stale sample's zero delta is half of a span, not an idle span of its own."""
+
+    def window(deltas: list[tuple[float, bool]]) -> Window:
+        meter = WindowMeter(float(len(deltas)))
+        meter.start(0.0, 0.0)
+        assert meter.add(VfSample(PCI, "pf", 1.0, 1.0, 0, 0, 0, 0, None, None, 0, None, True)) is None  # opens
+        for i, (bps, fresh) in enumerate(deltas, start=2):
+            w = meter.add(VfSample(PCI, "pf", float(i), 1.0, bps / 12000, bps, 0, 0, None, None, 0, None, fresh))
+        assert w is not None
+        return w
+
+    stale = window([(0.0, False), (4e9, True), (0.0, False), (2e9, True)])  # 2 and 1 Gb/s spans
+    assert stale.bps == pytest.approx(1.5e9) and stale.lowest_part_bps == pytest.approx(1e9)
+    stopped = window([(2e9, True), (2e9, True), (0.0, True), (0.0, True)])  # the load stopped halfway
+    assert stopped.bps == pytest.approx(1e9) and stopped.lowest_part_bps == 0.0

@@ -30,6 +30,7 @@ class Cause(StrEnum):
     IDLE = "idle"  # the VF went idle: holding, nothing to tune
     PORT = "port"  # a note on how a window on a saturated port was judged
     REFERENCE = "reference"  # the held load's reference was a burst: taken again, no search
+    REMEASURE = "remeasure"  # a probe's window held an idle span beside busy ones: measured again
 
     @classmethod
     def of_reason(cls, reason: str) -> Cause | None:
@@ -73,6 +74,7 @@ _TEMPLATES: dict[Cause, tuple[str, ...]] = {
     Cause.REFERENCE: ("rate {change} for {lasted_s} s", " is the load {itr} was measured at in its search",
                       " outlasted the level before it ({ref_s} s)",
                       " ({mbps} Mbit/s): the reference was a burst, taken again"),
+    Cause.REMEASURE: ("{itr} idle for part of its window ({mbps} Mbit/s over it): measured again",),
     Cause.PORT: ("saturated ({load} of line rate): judged on the VF's share, {credited_mbps} of {mbps} Mbit/s",),
 }
 def _share(value: object) -> str:

@@ -72,6 +72,7 @@ class TunerOptions:
     warm_span: float = 2.0  # periodic restarts search [best/span, best*span]
     quantize: bool = True  # probe only rates the 82599 can deliver (2.048-us steps)
     max_apply_misses: int = 3  # samples showing another ITR than the probe before giving up
+    max_remeasures: int = 2  # windows in a row a probe measures again for idle spans inside them
     worse_margin: float = 0.25  # a recalled setting this far below its remembered throughput is
     # checked against one window of the adaptive ITR (and searched again if that does better)
     host_memory: bool = True  # a VF's unseen class starts from another VF's setting for it
@@ -205,6 +206,7 @@ class SearchTuner(VfPolicy):
         self.events: list[TunerEvent] = []
         self.convergences: list[Convergence] = []
         self._misses = 0
+        self._remeasures = 0  # windows in a row of this probe measured again (idle spans inside)
         self._recalled: Profile | None = None  # the profile in force after a recall, until verified
         self._recall_bps: float | None = None  # the recalled setting's window, while adaptive is measured
         self._load_changes: list[float] = []  # times the load changed class (acted on)
@@ -502,6 +504,15 @@ class SearchTuner(VfPolicy):
             self._suspend()  # its measurements stay valid when the class comes back
             self.active = self._last_search
             return self._abort(s, f"VF idle during probe ({w.bps / 1e6:.2f} Mbit/s)")
+        idle_part = w.lowest_part_bps is not None and w.lowest_part_bps < self.options.min_throughput_bps
+        if idle_part and self._remeasures < self.options.max_remeasures:
+            # The VF was idle between two of the window's counter refreshes and busy in others:
+            # its load stopped or started inside the window, which then measures the change, not
+            # the setting (a bulk load going idle halfway reads as half the throughput). The next
+            # window tells: idle aborts the probe, busy measures it.
+            self._remeasures += 1
+            return TunerEvent(w.end, Cause.REMEASURE, {"itr": self.probe_itr, "mbps": round(w.bps / 1e6, 1)})
+        self._remeasures = 0
         klass = classify(w, self.active.klass)
         if self.active.klass is None:
             self.active.klass = klass
@@ -553,8 +564,11 @@ class SearchTuner(VfPolicy):
         o = self.options
         low, high = self.full_bracket
         # A warm restart brackets the rate in force; under the adaptive ITR (0) that is the
-        # interrupt rate the host measured, when it can see one.
-        centre = s.itr if s.itr > 0 else (baseline.interrupt_rate if baseline else None)
+        # interrupt rate the host measured, when it can see one. A cold search's incumbent is
+        # the adaptive ITR: a rate in force then is another load's (a probe of the search the
+        # load left, or the setting held for it), no centre for this one.
+        adaptive_rate = baseline.interrupt_rate if baseline is not None and baseline.itr == 0 else None
+        centre = s.itr if warm and s.itr > 0 else adaptive_rate
         verdict = self.port.judge(baseline) if baseline is not None else None
         confined = verdict is not None and verdict.takes_share
         if centre and (confined or warm):
@@ -601,6 +615,7 @@ class SearchTuner(VfPolicy):
             return self._converge(s, head)
         self.probe_itr = itr
         self._misses = 0
+        self._remeasures = 0
         moved = not same_itr(itr, s.itr)
         # The adaptive ITR moves with its own state from one window to the next: it is measured
         # over several windows, so that it is judged on what it delivers over time.

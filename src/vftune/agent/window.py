@@ -43,6 +43,10 @@ class Window:
     # Bits of all the owning guest's VFs over the window when it owns several (cpu_s is theirs
     # together), None when this VF is its only one.
     guest_bits: float | None = None
+    # The lowest bit rate over the spans between counter refreshes that make up the window (its
+    # own rate when it is one span): a window whose load stopped or started inside it shows a
+    # span near zero beside busy ones.
+    lowest_part_bps: float | None = None
 
     @property
     def duration(self) -> float:
@@ -179,6 +183,9 @@ class WindowMeter:
         self._port: list[float] | None = [0.0, 0.0, 0.0]  # bits, capacity bits, share bits
         self._guest_bits = 0.0
         self._shared = False  # a sample gave the bits of the guest's VFs together
+        self._part_bits = 0.0  # the span since the last refresh inside the window
+        self._part_s = 0.0
+        self._lowest_part: float | None = None
 
     def start(self, change_t: float, settle_s: float, window_s: float | None = None) -> None:
         """Forget the running window: a setting changed at change_t (sample time). Windows from
@@ -235,11 +242,17 @@ class WindowMeter:
             self._interrupts = None
         else:
             self._interrupts += s.interrupts
+        self._part_bits += s.throughput_bps * s.dt
+        self._part_s += s.dt
+        if s.fresh and self._part_s > 0:
+            part = self._part_bits / self._part_s
+            self._lowest_part = part if self._lowest_part is None else min(self._lowest_part, part)
+            self._part_bits, self._part_s = 0.0, 0.0
         if s.fresh and s.t - self._origin >= self._length - EPS:
             port: list[float | None] = list(self._port) if self._port else [None, None, None]
             w = Window(self._origin, s.t, self._bits, self._packets, self._interrupts, s.itr,
                        self._rx_bits, port[0], port[1], port[2], self._rx_packets, self._cpu, self._dropped,
-                       self._guest_bits if self._shared else None)
+                       self._guest_bits if self._shared else None, self._lowest_part)
             self._origin = s.t
             self._reset_sums()
             return w
