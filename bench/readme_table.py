@@ -60,7 +60,7 @@ def summary(rows: dict[str, dict[str, dict[str, Any]]]) -> list[str]:
 def per_scenario(rows: dict[str, dict[str, dict[str, Any]]]) -> list[str]:
     policies = [p for p in PEERS if any(p in by for by in rows.values())]
     head = ("| scenario | " + " | ".join(policies) + " | **vftune** | vftune VF min | vftune CPU/Gb vs default "
-            "| rr mean / p99 us, vftune (oracle) | vftune converge / reconverge s | vftune ITR chg/min |")
+            "| rr mean / p99 us, vftune (oracle) | vftune converge / reconverge s | vftune setting chg/min |")
     out = [head, "|---" * (len(policies) + 7) + "|"]
     for scenario, by in rows.items():
         v, o = by.get("vftune"), by.get(ORACLE, {})

@@ -82,11 +82,11 @@ def test_fixed_policies_rank_as_the_steady_state_says():
 def test_a_phase_change_is_reported_as_reconvergence():
     body = bench_json("--scenario", "phase-change", "--policy", "vftune", "--duration", "420")
     ours = next(r for r in body["results"] if r["policy"] == "vftune")
-    # Bulk for 300 s, then request/response: vftune searches again, within the 20-probe target.
-    # (reconverge_s stays None when a VF's search keeps its adaptive ITR, which moves all the
-    # time: the bench counts that as never settled, see test_settling_...)
+    # Bulk for 300 s, then request/response: vftune searches again, within the 20-probe target,
+    # and its setting then holds to the end of the run.
     assert ours["search_probes_phase"] is not None and ours["search_probes_phase"] <= 20
     assert ours["restarts_load"] >= 1
+    assert ours["reconverge_s"] is not None and 0 < ours["reconverge_s"] < 60
 
 
 def test_settling_is_the_last_change_before_a_quiet_minute():
@@ -94,6 +94,25 @@ def test_settling_is_the_last_change_before_a_quiet_minute():
     s = settle([5.0, 10.0, 14.0, 300.0], 0.0, 600.0)
     assert (s.at, s.changes, s.steady_changes) == (14.0, 3, 1)
     assert settle([float(t) for t in range(0, 600, 30)], 0.0, 600.0).at is None  # never quiet a minute
+
+
+def test_a_phase_shorter_than_two_holds_settles_when_its_second_half_is_quiet():
+    # A 10-s phase: a last change 3 s in, quiet for the remaining 7 s, has settled ...
+    assert settle([12.0, 13.0], 10.0, 20.0).at == 3.0
+    # ... one 6 s in, quiet for only the last 4 s, has not.
+    assert settle([12.0, 16.0], 10.0, 20.0).at is None
+    # A quiet last 55 s is half of a 100-s phase, but not a full hold in a 150-s one.
+    assert settle([40.0, 45.0], 0.0, 100.0).at == 45.0
+    assert settle([40.0, 95.0], 0.0, 150.0).at is None
+
+
+def test_the_guests_own_adaptive_itr_moves_the_rate_but_not_the_setting():
+    # Untuned, every VF runs its adaptive ITR: the rate it delivers moves, the host's setting
+    # never does, so the default has settled from the start and changes nothing after.
+    body = bench_json("--scenario", "phase-change", "--policy", "default", "--duration", "60")
+    default = next(r for r in body["results"] if r["policy"] == "default")
+    assert default["converge_s"] == 0 and default["changes_per_min"] == 0
+    assert default["itr_moves_per_min"] > 0
 
 
 def test_usage_errors_name_the_value_and_exit_2():

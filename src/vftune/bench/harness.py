@@ -119,8 +119,12 @@ def run_pair(scenario: str, policy: str, seed: int = 0, duration: float | None =
         for pci, itr in writes(0.0).items():
             host.set_vf_itr(pci, itr)
         host.sim.apply_requests_now()
+    # Convergence and steady state follow the host's setting (what a policy decides); the rate
+    # the VF delivers also moves under a guest's adaptive ITR, which is counted apart.
+    last_setting = {pci: host.vf_setting(pci) for pci in pcis}
     last_itr = {pci: host.vf_itr(pci) for pci in pcis}
     changes: dict[str, list[float]] = {pci: [] for pci in pcis}
+    moves = 0
     for _ in range(ticks):
         host.sleep(TICK_S)
         t = host.now()
@@ -131,9 +135,12 @@ def run_pair(scenario: str, policy: str, seed: int = 0, duration: float | None =
                 host.set_vf_itr(pci, itr)
             host.sim.apply_requests_now()  # a reference: in force at once, not at the VF's next fetch
         for pci in pcis:
-            itr = host.vf_itr(pci)
-            if itr != last_itr[pci]:
+            setting, itr = host.vf_setting(pci), host.vf_itr(pci)
+            if setting != last_setting[pci]:
                 changes[pci].append(t)
+                last_setting[pci] = setting
+            if itr != last_itr[pci]:
+                moves += 1
                 last_itr[pci] = itr
     sim = host.sim
     elapsed = round(sim.t, 6)  # fractional steps add up to a hair off the whole second
@@ -183,6 +190,7 @@ def run_pair(scenario: str, policy: str, seed: int = 0, duration: float | None =
         converge_s=converge_s, converge_probes=converge_probes,
         reconverge_s=reconverge_s, reconverge_probes=reconverge_probes,
         changes_per_min=steady_changes / (steady_s / 60.0) if steady_s > 0 else 0.0,
+        itr_moves_per_min=moves / (len(pcis) * elapsed / 60.0) if pcis and elapsed > 0 else 0.0,
         cells=cells, extra=extra, oracle_converged=oracle_converged,
     )
     host.close()

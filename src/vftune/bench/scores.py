@@ -20,10 +20,14 @@ Scores (the simulator's own rates, not what the agent estimated; groundtruth.Tal
 - latency_us_mean, latency_us_p99: request/response VFs only: the transaction-weighted mean
   response time, and the worst VF's p99 (each step's p99, transaction-weighted);
 - converge_s / converge_probes (cold) and reconverge_s / reconverge_probes (after each phase
-  change): per VF, the time and the number of ITR changes until the delivered ITR then stays
-  put for HOLD_S (or to the end of the phase); the worst VF counts. None = never settled;
-- changes_per_min: delivered-ITR changes per VF-minute after settling (steady state), restarts
-  included; a policy that never settles counts all its changes.
+  change): per VF, the time and the number of changes of the host's setting (the ITR request
+  the VF fetched, 0 = its adaptive ITR, and the bounds on that) until the setting then stays put
+  for HOLD_S, or, in a phase shorter than two holds, to the phase's end for at least half the
+  phase; the worst VF counts. None = never settled;
+- changes_per_min: changes of the host's setting per VF-minute after settling (steady state),
+  restarts included; a policy that never settles counts all its changes;
+- itr_moves_per_min: changes of the rate the VF delivers per VF-minute over the whole run,
+  the guest's adaptive ITR's own moves included (a fixed rate makes none once in force).
 A VF without traffic in a phase (< 1 Mbit/s: an idle guest) is left out of that phase's
 convergence and change figures, and of the scores.
 For vftune the tuner's own records add search_probes_cold (measurements of each VF's first
@@ -34,8 +38,9 @@ and unasked_changes (decisions outside any search; none expected).
 Over several seeds (aggregate) each figure is the mean over seeds with a 95% interval
 (Student's t over the seeds' values).
 
-The ITR is what the simulated 82599 delivers (SimHost.vf_itr): under the guest's adaptive ITR
-or DIM its changes count too, since the guest makes them.
+A setting is what the host wrote and the VF fetched (SimHost.vf_setting): a guest's adaptive
+ITR or DIM moves the delivered rate (SimHost.vf_itr) within one setting, so the policies run in
+the guest have no setting changes, and their moves show in itr_moves_per_min only.
 """
 
 
@@ -92,16 +97,17 @@ class Settle:
 
 
 def settle(changes: list[float], start: float, end: float, hold_s: float = HOLD_S) -> Settle:
-    """When a VF's delivered ITR settled in [start, end): the last change before a quiet hold_s.
+    """When a VF's setting settled in [start, end): the last change before a quiet hold_s.
 
-    A quiet stretch that reaches the segment's end counts when it is at least hold_s long or
-    covers the whole remainder of a segment shorter than that.
+    A phase shorter than two holds cannot show a quiet hold_s after a search, so there the quiet
+    stretch that runs to the phase's end counts when it lasts at least half the phase.
     """
     inside = [t for t in changes if start <= t < end]
     marks = [start] + inside
     for i, t in enumerate(marks):
         following = marks[i + 1] if i + 1 < len(marks) else end
-        if following - t >= min(hold_s, end - start):
+        need = min(hold_s, (end - start) / 2) if following == end else hold_s
+        if following - t >= need:
             later = len(inside) - i
             return Settle(t - start, i, end - t, later)
     return Settle(None, len(inside), end - start, len(inside))
@@ -156,8 +162,8 @@ class Cell:
 MIN_RATIO = 1e-6  # a VF that got nothing scores this, not log(0)
 ORACLE_SLACK = 0.01  # a policy above the oracle by more than this (run noise) shows it is wrong
 SCORES = ("throughput_ratio", "vf_geomean", "vf_min", "cpu", "cpu_per_gbps_vs_default", "vf_cpu_per_bit_vs_default",
-          "latency_us_mean", "latency_us_p99", "converge_s", "reconverge_s", "changes_per_min", "interrupts_per_s",
-          "throughput_gbps")
+          "latency_us_mean", "latency_us_p99", "converge_s", "reconverge_s", "changes_per_min", "itr_moves_per_min",
+          "interrupts_per_s", "throughput_gbps")
 
 
 @dataclass
@@ -174,6 +180,7 @@ class PairResult:
     reconverge_s: float | None
     reconverge_probes: int | None
     changes_per_min: float
+    itr_moves_per_min: float = 0.0
     cells: dict[tuple[str, int], Cell] = field(default_factory=dict)
     extra: dict[str, Any] = field(default_factory=dict)
     oracle_converged: bool = True
@@ -221,6 +228,7 @@ class PairResult:
             "reconverge_s": _round(self.reconverge_s, 0),
             "reconverge_probes": self.reconverge_probes,
             "changes_per_min": _round(self.changes_per_min, 3),
+            "itr_moves_per_min": _round(self.itr_moves_per_min, 3),
             "throughput_gbps": _round(self.throughput_bps / 1e9, 4),
             "duration_s": self.duration_s,
             "run_s": round(self.run_s, 2),

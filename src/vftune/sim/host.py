@@ -200,6 +200,13 @@ class SimHost(HostDriver):
         with self._lock:
             return self.sim.vfs[self._vf_by_pci[vf_pci_address]].itr
 
+    def vf_setting(self, vf_pci_address: str) -> tuple[int, tuple[int, int]]:
+        """The host's setting the VF runs under, as last fetched: its ITR request (0 = its own
+        adaptive ITR) and the bounds on that adaptive ITR. It moves only when the host writes."""
+        with self._lock:
+            vf = self.sim.vfs[self._vf_by_pci[vf_pci_address]]
+            return vf.itr_request, vf.itr_bounds
+
     # -- actuators ----------------------------------------------------------------------
     def set_vf_itr(self, vf_pci: str, itr: int) -> Applied:
         """Store the host's request in the PF; the VF takes it at its next fetch (vf_itr_fetch_s),
