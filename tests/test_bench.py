@@ -101,9 +101,12 @@ def test_a_phase_shorter_than_two_holds_settles_on_a_quiet_half():
     assert settle([12.0, 13.0], 10.0, 20.0).at == 3.0
     # ... one searching from 2 s to 8 s, quiet for at most 4 s, has not.
     assert settle([12.0, 14.0, 16.0, 18.0], 10.0, 20.0).at is None
-    # A periodic restart late in a 25-s phase that was quiet until then is a steady change.
-    s = settle([624.5], 600.0, 625.0)
-    assert (s.at, s.steady_changes) == (0.0, 1)
+    # A periodic restart late in a 25-s phase, after a recall held half of it, is a steady change ...
+    s = settle([601.0, 624.5], 600.0, 625.0)
+    assert (s.at, s.steady_changes) == (1.0, 1)
+    # ... but quiet before the first change is a policy that has not acted yet, not a hold.
+    assert settle([603.5, 604.5], 600.0, 605.0).at is None
+    assert settle([], 600.0, 605.0).at == 0.0
     # Quiet 55 s is half of a 100-s phase, but not a full hold in a 150-s one.
     assert settle([40.0, 45.0], 0.0, 100.0).at == 45.0
     assert settle([40.0, 95.0], 0.0, 150.0).at is None
