@@ -96,12 +96,18 @@ def test_settling_is_the_last_change_before_a_quiet_minute():
     assert settle([float(t) for t in range(0, 600, 30)], 0.0, 600.0).at is None  # never quiet a minute
 
 
-def test_a_phase_shorter_than_two_holds_settles_when_its_second_half_is_quiet():
+def test_a_phase_shorter_than_two_holds_settles_on_a_quiet_half():
     # A 10-s phase: a last change 3 s in, quiet for the remaining 7 s, has settled ...
     assert settle([12.0, 13.0], 10.0, 20.0).at == 3.0
-    # ... one 6 s in, quiet for only the last 4 s, has not.
-    assert settle([12.0, 16.0], 10.0, 20.0).at is None
-    # A quiet last 55 s is half of a 100-s phase, but not a full hold in a 150-s one.
+    # ... one searching from 2 s to 8 s, quiet for at most 4 s, has not.
+    assert settle([12.0, 14.0, 16.0, 18.0], 10.0, 20.0).at is None
+    # A periodic restart late in a 25-s phase, after a recall held half of it, is a steady change ...
+    s = settle([601.0, 624.5], 600.0, 625.0)
+    assert (s.at, s.steady_changes) == (1.0, 1)
+    # ... but quiet before the first change is a policy that has not acted yet, not a hold.
+    assert settle([603.5, 604.5], 600.0, 605.0).at is None
+    assert settle([], 600.0, 605.0).at == 0.0
+    # Quiet 55 s is half of a 100-s phase, but not a full hold in a 150-s one.
     assert settle([40.0, 45.0], 0.0, 100.0).at == 45.0
     assert settle([40.0, 95.0], 0.0, 150.0).at is None
 

@@ -22,8 +22,9 @@ Scores (the simulator's own rates, not what the agent estimated; groundtruth.Tal
 - converge_s / converge_probes (cold) and reconverge_s / reconverge_probes (after each phase
   change): per VF, the time and the number of changes of the host's setting (the ITR request
   the VF fetched, 0 = its adaptive ITR, and the bounds on that) until the setting then stays put
-  for HOLD_S, or, in a phase shorter than two holds, to the phase's end for at least half the
-  phase; the worst VF counts. None = never settled;
+  for HOLD_S, or for half the phase after a change in a phase shorter than two holds; the
+  worst VF counts.
+  None = never settled;
 - changes_per_min: changes of the host's setting per VF-minute after settling (steady state),
   restarts included; a policy that never settles counts all its changes;
 - itr_moves_per_min: changes of the rate the VF delivers per VF-minute over the whole run,
@@ -97,17 +98,21 @@ class Settle:
 
 
 def settle(changes: list[float], start: float, end: float, hold_s: float = HOLD_S) -> Settle:
-    """When a VF's setting settled in [start, end): the last change before a quiet hold_s.
+    """When a VF's setting settled in [start, end): the last change before it held for hold_s.
 
-    A phase shorter than two holds cannot show a quiet hold_s after a search, so there the quiet
-    stretch that runs to the phase's end counts when it lasts at least half the phase.
+    A phase shorter than two holds cannot show a quiet hold_s after a search, so there half the
+    phase is the hold after a change. The quiet stretch before the phase's first change is not
+    (a policy that has not acted yet has not settled) unless it lasts a full hold or the phase.
+    Changes after the first hold (a periodic restart, a neighbour's search moving this VF's
+    best) are the steady state's, not a failure to settle.
     """
     inside = [t for t in changes if start <= t < end]
     marks = [start] + inside
+    need = min(hold_s, (end - start) / 2)
     for i, t in enumerate(marks):
         following = marks[i + 1] if i + 1 < len(marks) else end
-        need = min(hold_s, (end - start) / 2) if following == end else hold_s
-        if following - t >= need:
+        held = following - t
+        if (held >= need and i > 0) or held >= min(hold_s, end - start):
             later = len(inside) - i
             return Settle(t - start, i, end - t, later)
     return Settle(None, len(inside), end - start, len(inside))
