@@ -23,8 +23,7 @@ Scores (the simulator's own rates, not what the agent estimated; groundtruth.Tal
   change): per VF, the time and the number of changes of the host's setting (the ITR request
   the VF fetched, 0 = its adaptive ITR, and the bounds on that) until the setting then stays put
   for HOLD_S, or for half the phase after a change in a phase shorter than two holds; the
-  worst VF counts.
-  None = never settled;
+  worst VF counts. None = never settled;
 - changes_per_min: changes of the host's setting per VF-minute after settling (steady state),
   restarts included; a policy that never settles counts all its changes;
 - itr_moves_per_min: changes of the rate the VF delivers per VF-minute over the whole run,
