@@ -320,6 +320,24 @@ def test_a_lucky_adaptive_window_does_not_veto_a_rate_that_pays_for_its_cpu():
     assert s.best != 0 and abs(math.log(s.best / 40_000)) < math.log(1.5)
 
 
+@pytest.mark.parametrize(("saving", "gain", "kept"), [
+    (0.01, 0.0, True),    # 1% cheaper per bit, same throughput: inside the 2% noise, not a decision
+    (-0.01, 0.05, True),  # 5% more throughput for 1% more CPU per bit: CPU per bit first
+    (0.05, 0.0, False),   # 5% cheaper per bit: a measured saving
+    (0.0, 0.05, False),   # no more CPU per bit for 5% more throughput
+])
+def test_cpu_per_bit_first_leaves_the_adaptive_itr_only_for_a_measured_difference(saving, gain, kept):
+    # Efficiency's rule (cpu_worth inf): every rate below 40K/s reads `saving` cheaper per bit
+    # than the adaptive incumbent and `gain` more throughput, exactly.
+    s = ItrSearch(ITR_MIN_RATE, ITR_MAX_RATE, 1000, SearchConfig(cpu_worth=math.inf), incumbent=0)
+    while (itr := s.ask()) is not None:
+        cheap = itr != 0 and itr <= 40_000
+        s.tell(itr, 1.0 + (gain if cheap else 0.0), cpu_per_bit=1.0 - saving if cheap else 1.0 + (itr > 0) * 0.3)
+    assert (s.best == 0) is kept, s.outcome
+    if kept:
+        assert "CPU per bit" in s.outcome
+
+
 def test_cpu_rule_falls_back_to_the_best_rate_it_accepts():
     # The peak (100K/s) gains +20% for +30% CPU per bit: refused. 30K/s gains +10% for +4%:
     # accepted, and better than any rate that is cheaper per bit than the adaptive ITR.

@@ -22,7 +22,9 @@ Network", Huijun Wu and Jigang Wang) with these changes:
   rate (below);
 * interrupts cost CPU: a higher rate than the incumbent's must gain more than the noise
   margin (or ``cost_margin``), or the incumbent stays; with ``cpu_worth`` and CPU measured per
-  probe, a result costing more CPU per bit than the incumbent must gain cpu_worth times as much;
+  probe, a result costing more CPU per bit than the incumbent must gain cpu_worth times as much
+  (with cpu_worth inf, CPU per bit first: it must cost less by more than the noise margin, or
+  gain more than it at no more CPU per bit);
 * a measured value may be told with its scale (the bits the VF received when the value is what
   reached its applications): a difference is noise unless it clears the margin of the larger of
   the two values or their scales, since a small remainder carries the noise of what it is taken
@@ -80,7 +82,8 @@ class SearchConfig:
     exact); ``max_interval_us`` bounds the coalescing delay the plateau rule may add.
     ``cpu_worth`` (None: off) is the CPU rule against an adaptive incumbent: a result that costs
     more CPU per bit than the incumbent is kept only when its throughput gain is at least
-    cpu_worth times the relative rise in CPU per bit (see SearchTuner's docstring).
+    cpu_worth times the relative rise in CPU per bit (see SearchTuner's docstring); inf puts CPU
+    per bit first, and a result must then measurably save CPU per bit or gain throughput.
     """
 
     tolerance: float = 200.0
@@ -636,14 +639,15 @@ class ItrSearch:
         accepted = [r for r in self._samples if r != self.incumbent and self.cpu_per_bit(r) is not None
                     and self.score(r) >= inc * (1.0 - self.harm_margin) and not self._cpu_rule_vetoes(r, inc)]
         was = self._best
+        why = f"{was}/s gains {_pct(gain)} for {_pct(rise)} CPU per bit"
+        if rise <= 0:
+            why += f" (inside the {self.margin:.0%} noise margin)"
         if accepted:
             self._best = max(accepted, key=lambda r: (self.score(r), -r))
-            self.outcome = (f"best {self._best}/s: {was}/s gains {_pct(gain)} for {_pct(rise)} CPU per bit "
-                            f"against the incumbent")
+            self.outcome = f"best {self._best}/s: {why} against the incumbent"
         else:
             self._best = self.incumbent
-            self.outcome = (f"kept incumbent {itr_label(self.incumbent)}: {was}/s gains {_pct(gain)} for "
-                            f"{_pct(rise)} CPU per bit")
+            self.outcome = f"kept incumbent {itr_label(self.incumbent)}: {why}"
 
     def _cpu_rise(self, itr: int) -> float | None:
         """The relative rise in CPU per bit of a rate over the incumbent's, when both are measured."""
@@ -657,9 +661,13 @@ class ItrSearch:
         if worth is None or self.incumbent is None or choice == self.incumbent or inc <= 0:
             return False
         rise = self._cpu_rise(choice)
-        if rise is None or rise <= 0:
+        if rise is None:
             return False
-        return self.score(choice) / inc - 1.0 < worth * rise + self.margin
+        gain = self.score(choice) / inc - 1.0
+        if math.isinf(worth):
+            # CPU per bit first: a saving or a gain inside the noise margin is not a decision.
+            return not (rise <= -self.margin or (rise <= 0 and gain >= self.margin))
+        return rise > 0 and gain < worth * rise + self.margin
 
 
 def _pct(x: float) -> str:

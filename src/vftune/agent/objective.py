@@ -10,7 +10,11 @@
 - ``efficiency``: CPU per Gb first: the lowest interrupt rate whose throughput is within
   EFFICIENCY_MARGIN of the best measured, down to a 1 ms coalescing delay, and the CPU rule
   with no exception: never more CPU per Gb than the guest's adaptive ITR (a request/response
-  VF whose best throughput needs more interrupts per byte keeps the adaptive ITR's cost).
+  VF whose best throughput needs more interrupts per byte keeps the adaptive ITR's cost), and
+  the adaptive ITR stays unless a result measures a CPU per Gb lower by more than the noise
+  margin, or more throughput by more than it at no more CPU per Gb: a saving inside the noise
+  is not worth leaving the guest's own moderation for (on a kernel where fewer interrupts do not
+  mean less CPU, one cheap window would otherwise carry a costlier setting).
 - ``latency``: lowest response time for request/response traffic (whose throughput is requests
   in flight over the response time, so the best throughput is the best response time): no
   plateau discount, and the coalescing delay is bounded by ``max_interval_us`` (default 100 us).

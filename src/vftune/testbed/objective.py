@@ -10,12 +10,13 @@ only this module:
   so that the default is not infeasible by noise);
 * what the agent's search is told as throughput at a fixed offered rate (``throughput``):
   efficiency: the requests/s delivered (the same at every setting that keeps up, so the agent's
-  own rules decide: the fewest interrupts on the throughput plateau, never more CPU per bit than
-  the incumbent); latency: 1e6 / p99, the responses/s one connection carries at that response
-  time (the agent's latency objective reads a request/response VF's throughput as requests in
-  flight over the response time). A setting that breaks the constraint delivers nothing the
-  objective accepts: its throughput is scaled down to a small number that still grows as the
-  violation shrinks, so a search among infeasible settings is pulled towards the feasible side;
+  own rules decide: the fewest interrupts on the throughput plateau, and no deferral unless a
+  setting measures cheaper per bit by more than the noise margin); latency: 1e6 / p99, the
+  responses/s one connection carries at that response time (the agent's latency objective reads
+  a request/response VF's throughput as requests in flight over the response time). A setting
+  that breaks the constraint delivers nothing the objective accepts: its throughput is scaled
+  down to a small number that still grows as the violation shrinks, so a search among
+  infeasible settings is pulled towards the feasible side;
 * the judge's definitions (``value``, ``feasible``, ``ratio``, ``best_point``) that score a
   choice against the sweep: efficiency minimises CPU, latency minimises p99.
 """
