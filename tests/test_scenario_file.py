@@ -279,3 +279,14 @@ def test_any_document_is_a_scenario_or_one_error_line(top, host, guests, vfs) ->
         return
     spec = scenario.build(0)
     assert spec.name == scenario.name and len(spec.vfs) == len(vfs)
+
+
+def test_every_held_out_host_is_a_file_that_builds() -> None:
+    # README.md quotes bench scores on these files; a format change must not strand them.
+    files = sorted((Path(__file__).parent.parent / "bench" / "heldout").glob("*.toml"))
+    assert len(files) >= 5
+    for path in files:
+        scenario = load(path)
+        assert scenario.name == path.stem and scenario.description
+        spec = scenario.build(21)
+        assert any(vf.guest is not None for vf in spec.vfs)
