@@ -166,7 +166,9 @@ def run_pair(scenario: str, policy: str, seed: int = 0, duration: float | None =
             return None, None
         return max(s.at for s in items), max(s.changes for s in items)  # type: ignore[type-var]
 
-    converge_s, converge_probes = worst(cold)
+    # No VF busy at the start: none had anything to settle (0 s), where no later phase means
+    # "no change" (None). A VF whose load first comes in a later phase settles "after a change".
+    converge_s, converge_probes = worst(cold) if cold else (0.0, 0)
     reconverge_s, reconverge_probes = worst(later)
     extra: dict[str, Any] = {}
     if policy.startswith("vftune"):
