@@ -56,7 +56,10 @@ def default_duration(scenario: str, seed: int = 0) -> float:
     spec = build(scenario, seed)
     if spec.duration_s:
         return float(spec.duration_s)
-    return CYCLES * spec.cycle_s if spec.cycle_s else STATIONARY_S
+    if spec.cycle_s:
+        return CYCLES * spec.cycle_s
+    # Without a cycle the last phase holds: run it as long as a stationary scenario.
+    return max(p.start_s for p in spec.phases) + STATIONARY_S
 
 
 def _factory(policy: str, made: dict[str, Recording]) -> VfPolicyFactory:
