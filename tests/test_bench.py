@@ -152,3 +152,67 @@ def test_vftune_tunes_an_overloaded_udp_receiver_on_what_its_application_gets(tm
     got = {name: r.cells[(pci, 0)].merit for name, r in
            (("seeing", seeing), ("blind", blind), ("default", default))}
     assert got["seeing"] > 1.5 * got["blind"] and got["seeing"] > 1.5 * got["default"]
+
+
+LATE_START = """
+name = "late-start"
+description = "two tenants whose loads begin 20 s in; no cycle, so that phase holds to the end"
+duration_s = 120
+[host]
+ports = 1
+[[guest]]
+name = "a"
+[[guest]]
+name = "b"
+[[vf]]
+guest = "a"
+[[vf.phase]]
+at_s = 20
+kind = "tcp"
+[[vf]]
+guest = "b"
+[[vf.phase]]
+at_s = 20
+kind = "rr"
+"""
+
+ALL_IDLE = """
+name = "all-idle"
+description = "a guest that never sends"
+duration_s = 60
+[host]
+ports = 1
+[[guest]]
+name = "a"
+[[vf]]
+guest = "a"
+[[vf.phase]]
+kind = "idle"
+"""
+
+
+def test_a_load_that_starts_late_without_a_cycle_is_scored_against_its_own_phase(tmp_path):
+    """Without cycle_s a file's later phases occur once and hold: each is a segment of its own,
+    scored against that phase's oracle, and the first search counts as settling after a change."""
+    path = tmp_path / "late.toml"
+    path.write_text(LATE_START, encoding="utf-8")
+    body = bench_json("--scenario-file", str(path), "--policy", "vftune", "--policy", "fixed-20000")
+    rows = {r["policy"]: r for r in body["results"]}
+    # Before this was fixed the whole run was scored against the idle first phase: no score.
+    assert rows["vftune"]["vf_geomean"] is not None and rows["vftune"]["vf_geomean"] > 0.9
+    assert rows["fixed-20000"]["vf_geomean"] is not None
+    assert rows["vftune"]["converge_s"] == 0.0  # nothing was busy at the start
+    assert rows["vftune"]["reconverge_s"] is not None and 0 < rows["vftune"]["reconverge_s"] < 60
+    names = [t["target"] for t in body["targets"]]
+    assert any(n.startswith("per-VF geomean") for n in names)
+
+
+def test_a_host_that_carries_nothing_has_no_per_vf_or_cpu_target_to_fail(tmp_path):
+    path = tmp_path / "idle.toml"
+    path.write_text(ALL_IDLE, encoding="utf-8")
+    body = bench_json("--scenario-file", str(path), "--policy", "vftune")
+    ours = next(r for r in body["results"] if r["policy"] == "vftune")
+    assert ours["vf_geomean"] is None and ours["cpu_per_gbps_vs_default"] is None
+    names = [t["target"] for t in body["targets"]]
+    assert not any(n.startswith(("per-VF geomean", "never below", "CPU per Gb")) for n in names)
+    assert all("None" not in t["detail"] for t in body["targets"])

@@ -56,7 +56,10 @@ def default_duration(scenario: str, seed: int = 0) -> float:
     spec = build(scenario, seed)
     if spec.duration_s:
         return float(spec.duration_s)
-    return CYCLES * spec.cycle_s if spec.cycle_s else STATIONARY_S
+    if spec.cycle_s:
+        return CYCLES * spec.cycle_s
+    # Without a cycle the last phase holds: run it as long as a stationary scenario.
+    return max(p.start_s for p in spec.phases) + STATIONARY_S
 
 
 def _factory(policy: str, made: dict[str, Recording]) -> VfPolicyFactory:
@@ -166,7 +169,9 @@ def run_pair(scenario: str, policy: str, seed: int = 0, duration: float | None =
             return None, None
         return max(s.at for s in items), max(s.changes for s in items)  # type: ignore[type-var]
 
-    converge_s, converge_probes = worst(cold)
+    # No VF busy at the start: none had anything to settle (0 s), where no later phase means
+    # "no change" (None). A VF whose load first comes in a later phase settles "after a change".
+    converge_s, converge_probes = worst(cold) if cold else (0.0, 0)
     reconverge_s, reconverge_probes = worst(later)
     extra: dict[str, Any] = {}
     if policy.startswith("vftune"):

@@ -119,9 +119,11 @@ def settle(changes: list[float], start: float, end: float, hold_s: float = HOLD_
 
 def phase_segments(plan: OraclePlan, duration: float) -> list[tuple[float, float]]:
     """[start, end) of each phase occurrence in the run (one segment when nothing changes)."""
-    if not plan.cycle_s:
-        return [(0.0, duration)]
     starts = sorted({p.start_s for p in plan.phases})
+    if not plan.cycle_s:
+        # Without a cycle each phase occurs once and the last one holds to the end.
+        bounds = [0.0] + [s for s in starts if 0.0 < s < duration] + [duration]
+        return [(a, b) for a, b in zip(bounds, bounds[1:]) if b > a]
     out = []
     base = 0.0
     while base < duration:
@@ -275,7 +277,10 @@ def score(results: list[PairResult]) -> None:
                 values = list(r.vf_scores.values())
                 r.vf_geomean = geomean(values)
                 r.vf_min = min(values) if values else math.nan
-            if default is not None and r.throughput_bps > 0 and default.throughput_bps > 0 and default.cpu > 0:
+            # A host that carried next to nothing has no CPU per Gb worth comparing (idle
+            # chatter's bits over the agent's own sampling cost).
+            if default is not None and r.throughput_bps >= IDLE_BPS and default.throughput_bps >= IDLE_BPS \
+                    and default.cpu > 0:
                 r.cpu_per_gbps_vs_default = (r.cpu / r.throughput_bps) / (default.cpu / default.throughput_bps)
             if default is not None:
                 r.vf_cpu_per_bit_vs_default = vf_cpu_per_bit_ratio(r.cells, default.cells)
