@@ -9,7 +9,7 @@ import pytest
 
 from vftune.bench import oracle_warnings, run
 from vftune.bench.groundtruth import GUEST_STEP_S, MeasuredSim
-from vftune.bench.oracle import OBJECTIVES, TIE, choose, oracle_plan, vf_kind, vf_merit
+from vftune.bench.oracle import EFFICIENCY_MARGIN, OBJECTIVES, TIE, choose, oracle_plan, vf_kind, vf_merit
 from vftune.bench.scores import ORACLE_SLACK, Cell, PairResult, mean_interval, score
 from vftune.sim.engine import HostSim
 from vftune.sim.layout import vf_pci
@@ -58,6 +58,18 @@ def test_the_oracle_is_wrong_is_said_loudly():
     score(results)
     warnings = oracle_warnings(results)
     assert len(warnings) == 1 and "lucky" in warnings[0] and "not an upper bound" in warnings[0]
+
+
+def test_an_oracle_that_gives_up_its_margin_on_purpose_is_not_called_wrong():
+    """Under efficiency the oracle takes the cheapest rate within EFFICIENCY_MARGIN of the best:
+    a policy that delivers more by up to that margin beats nothing the oracle claimed."""
+    oracle = pair("oracle", {("a", 0): bulk(5.0)})
+    fuller = pair("fuller", {("a", 0): bulk(5.0 * (1 + EFFICIENCY_MARGIN))})
+    lucky = pair("lucky", {("a", 0): bulk(5.0 * (1 + EFFICIENCY_MARGIN + 3 * ORACLE_SLACK))})
+    results = [oracle, fuller, lucky]
+    score(results)
+    assert [w.split(":")[1].split()[0] for w in oracle_warnings(results, "efficiency")] == ["lucky"]
+    assert len(oracle_warnings(results, "throughput")) == 2
 
 
 @pytest.mark.parametrize("scenario", ["rr-mix", "paper-2vm"])

@@ -129,7 +129,7 @@ def command(scenarios: tuple[str, ...], files: tuple[str, ...], policies: tuple[
     wall = time.monotonic() - started
     rows = aggregate(results)
     verdicts = targets(results)
-    warnings = oracle_warnings(results)
+    warnings = oracle_warnings(results, objective)
     if as_json:
         click.echo(json.dumps({
             "seeds": seeds,
