@@ -36,6 +36,7 @@ class SyntheticVf:
     packet_bytes: float = 1500.0
     dropped: Callable[[int], float] | None = None  # share its guest's sockets drop at a setting
     drops_shared: bool = False  # the guest owns other VFs: its drops come as this VF's share
+    livelock_above: float | None = None  # above this rate the guest takes nothing off its ring
     itr: int = 0
     t: int = 0
     decisions: list[tuple[int, ItrDecision]] = field(default_factory=list)
@@ -59,6 +60,11 @@ class SyntheticVf:
         delta, self.last_shown = self.shown_bits - self.last_shown, self.shown_bits
         pps = delta / 8 / self.packet_bytes
         irqs = int(min(self.rate(), bps / 8 / self.packet_bytes)) if self.irq_visible else None
+        if self.livelock_above is not None and self.rate() > self.livelock_above:
+            # Receive livelock: interrupts at the full rate, nothing taken off the ring.
+            self.shown_bits = self.last_shown = self.true_bits = self.true_bits - bps
+            pps, delta = 0.0, 0.0
+            irqs = int(self.rate()) if self.irq_visible else None
         return VfSample(
             pci=PCI, pf="enp3s0f0", t=float(self.t), dt=1.0, rx_pps=pps, rx_bps=delta, tx_pps=0.0,
             tx_bps=0.0, interrupts_per_s=None if irqs is None else float(irqs), interrupts=irqs,
@@ -174,6 +180,37 @@ def test_idle_vf_is_left_alone_and_traffic_starts_a_search():
     level["bps"] = 3e9
     vf.run(tuner, 10)
     assert tuner.state()["phase"] == "probing"
+
+
+def test_a_rate_that_livelocks_the_guest_is_not_held_as_idle():
+    """A flood the guest cannot take at the held rate: interrupts at that rate and no traffic
+    (receive livelock, as on a NIC without NAPI). Counters alone read it as an idle VF; the
+    interrupts say otherwise. The tuner leaves the rate for the guest's adaptive ITR at once,
+    forgets it for the class, and searches below the livelock."""
+    load = {"f": curve(90_000)}
+    vf = SyntheticVf(lambda r: load["f"](r))
+    tuner = SearchTuner(PCI, caps(1.0))
+    vf.run(tuner, 120)
+    held = vf.itr
+    assert tuner.state()["phase"] == "holding" and held > 40_000
+    load["f"] = curve(9_000, top=1e9)  # small packets: the guest now livelocks above 30000/s
+    vf.livelock_above = 30_000
+    vf.run(tuner, 6)
+    starved = [e for e in tuner.events if e.cause == "restart-starved"]
+    assert starved and "receive livelock" in starved[0].text()
+    assert vf.itr == 0  # the first probe: the guest's own adaptive ITR, written at once
+    vf.run(tuner, 120)
+    assert tuner.state()["phase"] == "holding" and 0 < vf.itr <= 30_000
+    assert tuner.restarts["starved"] == 1
+
+
+def test_a_quiet_vf_with_a_few_housekeeping_interrupts_is_idle():
+    vf = SyntheticVf(curve(90_000))
+    tuner = SearchTuner(PCI, caps(1.0))
+    vf.run(tuner, 120)
+    vf.f = lambda r: 4 * 90 * 8  # ARP and keepalives: a few packets, an interrupt each
+    vf.run(tuner, 10)
+    assert tuner.state()["phase"] == "idle" and tuner.restarts["starved"] == 0
 
 
 def test_a_probe_the_host_does_not_apply_is_retried_then_abandoned():

@@ -26,7 +26,7 @@ from vftune.agent.memory import (
 from vftune.agent.objective import Goal, Objective
 from vftune.agent.port import PortJudge
 from vftune.agent.restart import RestartClock
-from vftune.agent.window import MedianPool, Window, WindowMeter, median_window
+from vftune.agent.window import MedianPool, Window, WindowMeter, median_window, starved
 from vftune.model import VfSample
 
 PCI = "0000:03:10.0"
@@ -36,7 +36,8 @@ def window(t: float, rx_bps: float, rx_bytes: float = 1500.0, tx_bps: float = 0.
            duration: float = 2.0, **port: float) -> Window:
     rx_p = rx_bps * duration / 8 / rx_bytes
     tx_p = tx_bps * duration / 8 / tx_bytes if tx_bps else 0.0
-    return Window(t, t + duration, (rx_bps + tx_bps) * duration, rx_p + tx_p, 1000, 20000,
+    interrupts = 1000 if rx_p + tx_p > 0 else 0  # an idle VF is not interrupted
+    return Window(t, t + duration, (rx_bps + tx_bps) * duration, rx_p + tx_p, interrupts, 20000,
                   rx_bits=rx_bps * duration, rx_packets=rx_p,
                   port_bits=port.get("port_bps", 0) * duration if port else None,
                   port_capacity_bits=port.get("capacity_bps", 0) * duration if port else None,
@@ -200,6 +201,11 @@ def test_two_idle_windows_are_idle():
     d.observe(window(0, 4e9), lambda k: 2)
     assert d.observe(window(2, 0.0), lambda k: 2) is None
     assert d.observe(window(4, 0.0), lambda k: 2).kind == "idle"
+    starving = ChangeDetector()
+    starving.observe(window(0, 4e9), lambda k: 2)
+    flood = dataclasses.replace(window(2, 0.0), interrupts=160_000)  # 80000/s, nothing received
+    assert starving.observe(flood, lambda k: 2) is None
+    assert starving.observe(dataclasses.replace(flood, start=4.0, end=6.0), lambda k: 2).kind == "starved"
 
 
 # ---- port judgement -------------------------------------------------------------------------
@@ -440,3 +446,14 @@ def test_a_window_shows_the_lowest_rate_between_its_counter_refreshes():
     assert stale.bps == pytest.approx(1.5e9) and stale.lowest_part_bps == pytest.approx(1e9)
     stopped = window([(2e9, True), (2e9, True), (0.0, True), (0.0, True)])  # the load stopped halfway
     assert stopped.bps == pytest.approx(1e9) and stopped.lowest_part_bps == 0.0
+
+
+def test_interrupts_without_traffic_read_as_starved_not_idle():
+    """Receive livelock: the host counts the VF's interrupts while its counters stand still."""
+    def quiet(interrupts: int | None, packets: float) -> Window:
+        return Window(0.0, 1.0, packets * 90 * 8, packets, interrupts, 122070)
+
+    assert starved(quiet(79_000, 0.0))
+    assert not starved(quiet(4, 4.0))  # idle chatter: an interrupt per packet
+    assert not starved(quiet(60, 4.0))  # plus the mailbox and watchdog vectors
+    assert not starved(quiet(None, 0.0))  # posted interrupts: the host cannot tell

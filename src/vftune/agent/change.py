@@ -11,7 +11,8 @@ deviation, kept across holds). A change of rate alone must last rate_change_s in
 (bursts of a few seconds are not a new load), and the level it moved from must have held at
 least as long: a shorter reference is no better evidence than the shift (it was most likely a
 burst), so the shift becomes the reference ("reference") and nothing restarts. Two idle windows
-in a row: the VF went idle. Pure logic.
+in a row: the VF went idle, or, when the host counted more interrupts than packets over them,
+starved (receive livelock: window.starved). Pure logic.
 """
 
 from __future__ import annotations
@@ -24,9 +25,9 @@ from dataclasses import dataclass
 from typing import Literal
 
 from vftune.agent.memory import WorkloadClass, classify
-from vftune.agent.window import EPS, MedianPool, Window, median_window
+from vftune.agent.window import EPS, MedianPool, Window, median_window, starved
 
-ChangeKind = Literal["idle", "class", "rate", "reference"]
+ChangeKind = Literal["idle", "starved", "class", "rate", "reference"]
 POOL_WINDOWS = 512  # the hold's level: the median of at most this many of its latest windows
 NOISE_WINDOWS = 240  # the VF's noise: measured over this many of its latest held windows ...
 NOISE_MIN_WINDOWS = 20  # ... once it has this many
@@ -90,7 +91,9 @@ class ChangeDetector:
             self._idle += 1
             self._other, self._other_class = [], None
             if self._idle >= self.idle_windows:
-                return Change("idle", None, w, rel_change(w.bps, self.reference.bps) if self.reference else 1.0, 0.0)
+                # Interrupted without traffic is not idle: the setting starves the guest.
+                return Change("starved" if starved(w) else "idle", None, w,
+                              rel_change(w.bps, self.reference.bps) if self.reference else 1.0, 0.0)
             return None
         self._idle = 0
         klass = classify(w, self._other_class or self.klass)

@@ -41,7 +41,7 @@ from vftune.agent.objective import Goal
 from vftune.agent.policy import VfPolicy
 from vftune.agent.port import PortJudge
 from vftune.agent.restart import RestartClock
-from vftune.agent.window import Window, WindowMeter
+from vftune.agent.window import Window, WindowMeter, starved
 from vftune.itr import quantize_itr, same_itr
 from vftune.model import Capabilities, ItrDecision, VfSample
 
@@ -158,7 +158,8 @@ class _Search:
 
 # Restart causes as the benchmark counts them.
 _RESTART_KEYS = {Cause.RESTART_PERIODIC: "periodic", Cause.RESTART_LOAD: "load",
-                 Cause.RESTART_IN_SEARCH: "in_search", Cause.RESTART_WORSE: "worse"}
+                 Cause.RESTART_IN_SEARCH: "in_search", Cause.RESTART_WORSE: "worse",
+                 Cause.RESTART_STARVED: "starved"}
 
 
 class SearchTuner(VfPolicy):
@@ -198,7 +199,7 @@ class SearchTuner(VfPolicy):
         self.held_itr: int | None = None
         self.held_class: WorkloadClass | None = None
         self.searches = 0
-        self.restarts: dict[str, int] = {"periodic": 0, "load": 0, "in_search": 0, "worse": 0}
+        self.restarts: dict[str, int] = {"periodic": 0, "load": 0, "in_search": 0, "worse": 0, "starved": 0}
         self.recalls = 0
         self.handbacks = 0
         self.last_restart_reason: str | None = None
@@ -319,7 +320,7 @@ class SearchTuner(VfPolicy):
         self._last_window = w
         if self.phase is Phase.IDLE:
             if w.bps < self.options.min_throughput_bps:
-                return None
+                return self._starved(s, w) if starved(w) else None
             return self._new_load(s, w, classify(w), first=True)
         if self.phase is Phase.ADAPTIVE:
             return self._step_adaptive(s, w)
@@ -333,7 +334,11 @@ class SearchTuner(VfPolicy):
         return self._on_change(s, change)
 
     def _on_change(self, s: VfSample, change: Change) -> TunerEvent | None:
-        if change.kind == "idle":
+        if change.kind == "starved":
+            event = self._starved(s, change.baseline)
+            if event is not None:
+                return event
+        if change.kind in ("idle", "starved"):
             self.phase = Phase.IDLE
             self._recalled = None
             self.held_class = None
@@ -354,6 +359,21 @@ class SearchTuner(VfPolicy):
             return self._begin(s, Cause.RESTART_LOAD, warm=False, baseline=change.baseline, klass=change.klass,
                                what=f"rate {change.rate_change:+.0%} for {change.lasted_s:.0f} s")
         return self._new_load(s, change.baseline, change.klass)
+
+    def _starved(self, s: VfSample, w: Window) -> TunerEvent | None:
+        """Interrupted without traffic under a rate vftune set: that rate livelocks the guest, so
+        it is not what its class should recall, and a cold search starts from the guest's own
+        adaptive ITR (its first probe), where probes that starve the guest measure nothing, so
+        the result must deliver more than the adaptive ITR does. Under the adaptive ITR there is
+        nothing of ours to undo: the VF is left idle."""
+        if s.itr == 0:
+            return None
+        klass = self.held_class
+        if klass is not None:
+            self.memory.forget(klass)
+            self.profiles.host.forget(klass)
+        return self._begin(s, Cause.RESTART_STARVED, warm=False, baseline=w, klass=None,
+                           irq_per_s=round(w.interrupt_rate or 0.0), itr=s.itr)
 
     def _reference_was_a_burst(self, change: Change) -> bool:
         """Whether a lasting change of rate only returns to the load the held setting was
@@ -500,6 +520,10 @@ class SearchTuner(VfPolicy):
         if w is None:
             return None
         self._last_window = w
+        if w.bps < self.options.min_throughput_bps and starved(w):
+            # The probed rate livelocks the guest: it delivered nothing, which is its measure.
+            search.tell(self.probe_itr, 0.0)
+            return self._next_probe(s)
         if w.bps < self.options.min_throughput_bps:
             self._suspend()  # its measurements stay valid when the class comes back
             self.active = self._last_search

@@ -109,6 +109,19 @@ class Window:
         return self.port_bits / self.port_capacity_bits
 
 
+IDLE_IRQ_ALLOWANCE = 100.0  # interrupts/s beyond its packets a VF without traffic may show
+
+
+def starved(w: Window) -> bool:
+    """Interrupted but taking (nearly) nothing off its ring: more interrupts than packets, by
+    more than an idle VF's housekeeping vectors (mailbox, watchdog) raise. That is receive
+    livelock (Mogul & Ramakrishnan): a guest without NAPI spends all its CPU on interrupts at
+    a rate its load cannot sustain, and its counters read like an idle VF's. Unknown (False)
+    where the host cannot see the VF's interrupts (posted interrupts)."""
+    rate = w.interrupt_rate
+    return rate is not None and rate > w.pps + IDLE_IRQ_ALLOWANCE
+
+
 def median_window(windows: list[Window]) -> Window:
     """The window with the median bit rate: a typical one, not a burst's."""
     ordered = sorted(windows, key=lambda w: w.bps)

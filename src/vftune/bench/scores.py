@@ -400,8 +400,9 @@ def tuner_figures(made: dict[str, Recording], segments: list[tuple[float, float]
         "search_probes_cold": max(cold_probes) if cold_probes else None,
         "search_probes_phase": max(phase_probes) if phase_probes else None,
         "restarts_periodic": restarts.get("periodic", 0),
-        # Every change a load change asked for: searches, recalls of a remembered class, handbacks.
-        "restarts_load": sum(restarts.get(k, 0) for k in ("load", "worse", "recall", "handback")),
+        # Every change a load change asked for: searches (a held rate that came to livelock the
+        # guest's included), recalls of a remembered class, handbacks.
+        "restarts_load": sum(restarts.get(k, 0) for k in ("load", "worse", "starved", "recall", "handback")),
         "restarts_in_search": restarts.get("in_search", 0),
         "unasked_changes": unasked,
     }
