@@ -468,6 +468,26 @@ def test_a_class_seen_before_gets_its_setting_back_within_one_window():
     assert "bulk/large/rx" in recall[0][1].reason
 
 
+def test_a_switch_to_jumbo_frames_is_a_new_load_searched_at_once():
+    # Bulk in 1500-byte frames peaks at 48000/s; the guest's jumbo load peaks at 8000/s and
+    # loses most of its throughput at the held rate. Not a rate change to wait 30 s for.
+    load = {"bytes": 1500.0}
+    vf = SyntheticVf(lambda r: curve(48_000 if load["bytes"] < 4000 else 8_000)(r))
+    tuner = SearchTuner(PCI, caps())
+    while tuner.state()["phase"] != "holding" and vf.t < 150:
+        vf.run(tuner, 1)
+    assert tuner.state()["held_itr"] > 30_000
+    # Right after the search: too few held windows to know the VF's noise, so a packet rate
+    # falling by a decade alone could still be a burst.
+    load["bytes"] = vf.packet_bytes = 9000.0
+    start = vf.t
+    vf.run(tuner, 8)
+    restarts = [(t, d) for t, d in vf.decisions if t > start and d.cause == "restart-load"]
+    assert restarts and "load changed to bulk/jumbo/rx" in restarts[0][1].reason
+    vf.run(tuner, 150)
+    assert tuner.state()["phase"] == "holding" and tuner.state()["held_itr"] < 16_000
+
+
 def test_a_class_another_vf_of_the_host_learned_is_recalled_first():
     from vftune.agent.memory import HostProfiles
 

@@ -69,6 +69,17 @@ def test_bulk_and_request_response_windows_fall_in_different_classes():
     assert rr is not None and (rr.kind, rr.size, rr.mix) == ("rr", "tiny", "both")
 
 
+def test_jumbo_frames_are_a_class_of_their_own():
+    # The same 3 Gbit/s in 9000-byte frames is a sixth of the packets: another load, not a
+    # rate change of the 1500-byte one (a setting found for one starves the other's window).
+    standard = classify(window(0, 3e9))
+    jumbo = classify(window(2, 3e9, rx_bytes=9000.0), previous=standard)
+    assert standard is not None and standard.size == "large"
+    assert jumbo is not None and jumbo.size == "jumbo"
+    # Near the edge the class it had holds (hysteresis), as for the other sizes.
+    assert classify(window(4, 3e9, rx_bytes=2200.0), previous=standard) == standard
+
+
 def test_a_rate_near_a_decade_edge_keeps_its_class():
     # 1500-byte packets: 1.2e9 bit/s is 100000 packets/s, the edge between 1e4 and 1e5.
     below = classify(window(0, 1.15e9))
@@ -78,7 +89,7 @@ def test_a_rate_near_a_decade_edge_keeps_its_class():
 
 
 @given(st.integers(min_value=-1, max_value=8), st.sampled_from(["bulk", "rr"]),
-       st.sampled_from(["tiny", "small", "medium", "large"]), st.sampled_from(["rx", "tx", "both"]))
+       st.sampled_from(["tiny", "small", "medium", "large", "jumbo"]), st.sampled_from(["rx", "tx", "both"]))
 def test_class_keys_round_trip(decade, kind, size, mix):
     k = WorkloadClass(kind, size, mix, decade)
     assert WorkloadClass.from_key(k.key()) == k
