@@ -199,7 +199,7 @@ class SearchTuner(VfPolicy):
         self.held_itr: int | None = None
         self.held_class: WorkloadClass | None = None
         self.searches = 0
-        self.restarts: dict[str, int] = {"periodic": 0, "load": 0, "in_search": 0, "worse": 0, "starved": 0}
+        self.restarts: dict[str, int] = dict.fromkeys(_RESTART_KEYS.values(), 0)
         self.recalls = 0
         self.handbacks = 0
         self.last_restart_reason: str | None = None
