@@ -557,6 +557,39 @@ def test_the_adaptive_itr_is_measured_over_several_windows():
     assert all(b - a <= 3 for a, b in zip(times, times[1:]))  # fixed rates: settle + one window
 
 
+def test_a_long_window_of_the_adaptive_itr_shows_its_slices_as_they_end():
+    meter = WindowMeter(1.0)
+    meter.start(change_t=10.0, settle_s=0.0, window_s=3.0)
+
+    def s(t: float, bps: float) -> VfSample:
+        return VfSample(PCI, "pf", t, 1.0, bps / 12000, bps, 0, 0, None, None, 0, None, True)
+
+    assert meter.add(s(11, 1e9)) is None and meter.slice is None  # opens
+    assert meter.add(s(12, 1e9)) is None and meter.slice is not None and meter.slice.bps == pytest.approx(1e9)
+    assert meter.add(s(13, 3e9)) is None and meter.slice is not None and meter.slice.bps == pytest.approx(3e9)
+    w = meter.add(s(14, 2e9))
+    assert w is not None and (w.start, w.end) == (11.0, 14.0) and w.bps == pytest.approx(2e9)
+    assert meter.slice is None  # the window itself ends here
+    meter.start(change_t=20.0, settle_s=0.0)  # windows of the meter's own length have no slices
+    assert all(meter.add(s(t, 1e9)) is None or meter.slice is None for t in range(21, 25))
+
+
+def test_a_new_load_inside_the_adaptive_itrs_window_is_acted_on_within_one_short_window():
+    # The adaptive ITR is measured over four 1-s windows; a new packet size after the first
+    # one is a new load at the next window's end, not when the four have ended.
+    load = {"bytes": 1500.0}
+    vf = SyntheticVf(two_loads(load))
+    tuner = SearchTuner(PCI, caps(1.0), {"window_s": 1.0, "adaptive_windows": 4})
+    vf.run(tuner, 3)
+    assert [d.cause for _, d in vf.decisions] == ["start"] and tuner.state()["probe_itr"] == 0
+    switch = vf.t
+    load["bytes"] = vf.packet_bytes = 300.0
+    vf.run(tuner, 3)
+    acted = [(t, d) for t, d in vf.decisions if t > switch]
+    assert acted and acted[0][1].cause == "restart-in-search" and acted[0][0] <= switch + 1
+    assert "load changed to bulk/small/rx" in acted[0][1].reason
+
+
 def test_a_burst_that_becomes_the_reference_does_not_restart_the_search():
     # The load bursts (x1.5) right as the search converges, so the held load's reference windows
     # are the burst's. When the load is back for good at the level the search measured, that is

@@ -12,7 +12,8 @@ Per VF:
     idle --(traffic)--> recall (a remembered class) | probing (an unseen class)
     probing --(search converged)--> holding; the class's best is remembered
     probing --(the class changed)--> the search is suspended for its class (resumed when the
-        class returns) and the new class is recalled, resumed or searched
+        class returns) and the new class is recalled, resumed or searched; seen in a probe's
+        window, or in any window-long slice of the adaptive ITR's longer one
     holding --(N interrupts | M seconds)--> warm restart (bracket around the held rate)
     holding --(another class for a window | the rate moved for long)--> recall or search
     holding --(a recalled setting measures worse than remembered)--> forgotten, cold search
@@ -518,7 +519,7 @@ class SearchTuner(VfPolicy):
         self._misses = 0
         w = self._measure(s)
         if w is None:
-            return None
+            return self._glance(s, self.meter.slice)
         self._last_window = w
         if w.bps < self.options.min_throughput_bps and starved(w):
             # The probed rate livelocks the guest: it delivered nothing, which is its measure.
@@ -541,19 +542,7 @@ class SearchTuner(VfPolicy):
         if self.active.klass is None:
             self.active.klass = klass
         elif klass is not None and not same_shape(klass, self.active.klass):
-            # The load changed under the search: keep the search for its class, act on the new one.
-            self._load_changes.append(w.end)
-            del self._load_changes[:-self.options.handback_changes - 1]
-            self._suspend()
-            if self._flapping():
-                return self._handback(s, klass)
-            known = self._profile(klass)
-            if known is not None:
-                return self._recall(s, *known)
-            if klass in self.suspended:
-                return self._resume(s, self.suspended.pop(klass))
-            return self._begin(s, Cause.RESTART_IN_SEARCH, warm=False, baseline=w, klass=klass,
-                               what=f"load changed to {klass}")
+            return self._left_search(s, w, klass)
         if klass is not None:
             self.active.classes[self.probe_itr] = klass
         verdict = self.port.judge(w)
@@ -565,6 +554,38 @@ class SearchTuner(VfPolicy):
         search.tell(self.probe_itr, verdict.credited_bps, w.cpu_per_bit(self.options.host_irq_cost_s),
                     scale=w.bps if w.dropped_bits else None)
         return self._next_probe(s)
+
+    def _glance(self, s: VfSample, part: Window | None) -> TunerEvent | None:
+        """A slice of a long window (the adaptive ITR's) that shows another load: act on it
+        now, as a probe's own window would, instead of when the long window ends. A slice
+        that is idle, starved or idle in part says nothing yet; its window will."""
+        assert self.active is not None
+        if part is None or self.active.klass is None:
+            return None
+        if part.bps < self.options.min_throughput_bps or starved(part):
+            return None
+        if part.lowest_part_bps is not None and part.lowest_part_bps < self.options.min_throughput_bps:
+            return None
+        klass = classify(part, self.active.klass)
+        if klass is None or same_shape(klass, self.active.klass):
+            return None
+        self._last_window = part
+        return self._left_search(s, part, klass)
+
+    def _left_search(self, s: VfSample, w: Window, klass: WorkloadClass) -> TunerEvent | None:
+        """The load changed under the search: keep the search for its class, act on the new one."""
+        self._load_changes.append(w.end)
+        del self._load_changes[:-self.options.handback_changes - 1]
+        self._suspend()
+        if self._flapping():
+            return self._handback(s, klass)
+        known = self._profile(klass)
+        if known is not None:
+            return self._recall(s, *known)
+        if klass in self.suspended:
+            return self._resume(s, self.suspended.pop(klass))
+        return self._begin(s, Cause.RESTART_IN_SEARCH, warm=False, baseline=w, klass=klass,
+                           what=f"load changed to {klass}")
 
     def _suspend(self) -> None:
         """Keep a running search for its class (its measurements stay valid when it returns)."""

@@ -172,8 +172,68 @@ class MedianPool:
         return entries[(len(entries) - 1) // 2][2]
 
 
+class _Sums:
+    """What a window sums over its samples, from its origin on."""
+
+    def __init__(self, origin: float) -> None:
+        self.origin = origin
+        self.bits = 0.0
+        self.rx_bits = 0.0
+        self.packets = 0.0
+        self.rx_packets = 0.0
+        self.cpu: float | None = 0.0
+        self.dropped: float | None = 0.0
+        self.interrupts: int | None = 0
+        self.port: list[float] | None = [0.0, 0.0, 0.0]  # bits, capacity bits, share bits
+        self.guest_bits = 0.0
+        self.shared = False  # a sample gave the bits of the guest's VFs together
+        self.part_bits = 0.0  # the span since the last refresh inside the window
+        self.part_s = 0.0
+        self.lowest_part: float | None = None
+
+    def add(self, s: VfSample) -> None:
+        self.bits += s.throughput_bps * s.dt
+        self.rx_bits += s.rx_bps * s.dt
+        self.packets += (s.rx_pps + s.tx_pps) * s.dt
+        self.rx_packets += s.rx_pps * s.dt
+        self.cpu = None if s.guest_cpu is None or self.cpu is None else self.cpu + s.guest_cpu * s.dt
+        self.guest_bits += (s.throughput_bps if s.guest_bps is None else s.guest_bps) * s.dt
+        self.shared = self.shared or s.guest_bps is not None
+        dropped = s.rx_dropped_pps if s.rx_dropped_pps is not None else s.rx_dropped_share_pps
+        if dropped is None or self.dropped is None:
+            self.dropped = None
+        elif s.rx_pps > 0:  # at the sample's mean frame size, and never more than it received
+            self.dropped += min(dropped, s.rx_pps) * (s.rx_bps / s.rx_pps) * s.dt
+        if s.port_rx_bps is None or s.port_rx_capacity_bps is None or s.port_rx_share_bps is None:
+            self.port = None
+        elif self.port is not None:
+            self.port[0] += s.port_rx_bps * s.dt
+            self.port[1] += s.port_rx_capacity_bps * s.dt
+            self.port[2] += s.port_rx_share_bps * s.dt
+        if s.interrupts is None or self.interrupts is None:
+            self.interrupts = None
+        else:
+            self.interrupts += s.interrupts
+        self.part_bits += s.throughput_bps * s.dt
+        self.part_s += s.dt
+        if s.fresh and self.part_s > 0:
+            part = self.part_bits / self.part_s
+            self.lowest_part = part if self.lowest_part is None else min(self.lowest_part, part)
+            self.part_bits, self.part_s = 0.0, 0.0
+
+    def window(self, end: float, itr: int) -> Window:
+        port: list[float | None] = list(self.port) if self.port else [None, None, None]
+        return Window(self.origin, end, self.bits, self.packets, self.interrupts, itr,
+                      self.rx_bits, port[0], port[1], port[2], self.rx_packets, self.cpu, self.dropped,
+                      self.guest_bits if self.shared else None, self.lowest_part)
+
+
 class WindowMeter:
-    """Cuts a VfSample stream into windows bounded by fresh counters, after a settle time."""
+    """Cuts a VfSample stream into windows bounded by fresh counters, after a settle time.
+
+    A window longer than the meter's own (the adaptive ITR's, measured over several) also
+    shows its slices of the meter's own length as they end (`slice`): a load that changes
+    inside the long window is seen as soon as a short one would see it."""
 
     def __init__(self, window_s: float) -> None:
         if not window_s > 0:
@@ -182,23 +242,9 @@ class WindowMeter:
         self._length = window_s
         self._change_t = -math.inf
         self._settle_s = 0.0
-        self._origin: float | None = None
-        self._reset_sums()
-
-    def _reset_sums(self) -> None:
-        self._bits = 0.0
-        self._rx_bits = 0.0
-        self._packets = 0.0
-        self._rx_packets = 0.0
-        self._cpu: float | None = 0.0
-        self._dropped: float | None = 0.0
-        self._interrupts: int | None = 0
-        self._port: list[float] | None = [0.0, 0.0, 0.0]  # bits, capacity bits, share bits
-        self._guest_bits = 0.0
-        self._shared = False  # a sample gave the bits of the guest's VFs together
-        self._part_bits = 0.0  # the span since the last refresh inside the window
-        self._part_s = 0.0
-        self._lowest_part: float | None = None
+        self._sums: _Sums | None = None  # None while settling
+        self._slice: _Sums | None = None
+        self.slice: Window | None = None  # the slice that ended at the last sample, if any
 
     def start(self, change_t: float, settle_s: float, window_s: float | None = None) -> None:
         """Forget the running window: a setting changed at change_t (sample time). Windows from
@@ -208,65 +254,41 @@ class WindowMeter:
         self._change_t = change_t
         self._settle_s = settle_s
         self._length = self.window_s if window_s is None else window_s
-        self._origin = None
-        self._reset_sums()
+        self._sums = self._slice = None
 
     @property
     def settling(self) -> bool:
-        return self._origin is None
+        return self._sums is None
+
+    def _open(self, t: float) -> None:
+        self._sums = _Sums(t)
+        self._slice = _Sums(t) if self._length > self.window_s + EPS else None
 
     def add(self, s: VfSample) -> Window | None:
+        self.slice = None
         if s.itr_pending is not None:
             # A write is on its way (the patched VF takes it at its next fetch): the rate changes
             # somewhere after this sample, so no window counts across it and the settle time
             # runs from here.
             self._change_t = s.t
-            self._origin = None
-            self._reset_sums()
+            self._sums = self._slice = None
             return None
-        if self._origin is None:
+        if self._sums is None:
             # The counters of a fresh sample were copied somewhere in (t - dt, t]: only a sample
             # that begins after the change and ends after the settle time opens a window.
             if s.fresh and s.t - s.dt >= self._change_t - EPS and s.t >= self._change_t + self._settle_s - EPS:
-                self._origin = s.t
-                self._reset_sums()
+                self._open(s.t)
             return None
-        if s.t <= self._origin:
+        sums = self._sums
+        if s.t <= sums.origin:
             return None
-        self._bits += s.throughput_bps * s.dt
-        self._rx_bits += s.rx_bps * s.dt
-        self._packets += (s.rx_pps + s.tx_pps) * s.dt
-        self._rx_packets += s.rx_pps * s.dt
-        self._cpu = None if s.guest_cpu is None or self._cpu is None else self._cpu + s.guest_cpu * s.dt
-        self._guest_bits += (s.throughput_bps if s.guest_bps is None else s.guest_bps) * s.dt
-        self._shared = self._shared or s.guest_bps is not None
-        dropped = s.rx_dropped_pps if s.rx_dropped_pps is not None else s.rx_dropped_share_pps
-        if dropped is None or self._dropped is None:
-            self._dropped = None
-        elif s.rx_pps > 0:  # at the sample's mean frame size, and never more than it received
-            self._dropped += min(dropped, s.rx_pps) * (s.rx_bps / s.rx_pps) * s.dt
-        if s.port_rx_bps is None or s.port_rx_capacity_bps is None or s.port_rx_share_bps is None:
-            self._port = None
-        elif self._port is not None:
-            self._port[0] += s.port_rx_bps * s.dt
-            self._port[1] += s.port_rx_capacity_bps * s.dt
-            self._port[2] += s.port_rx_share_bps * s.dt
-        if s.interrupts is None or self._interrupts is None:
-            self._interrupts = None
-        else:
-            self._interrupts += s.interrupts
-        self._part_bits += s.throughput_bps * s.dt
-        self._part_s += s.dt
-        if s.fresh and self._part_s > 0:
-            part = self._part_bits / self._part_s
-            self._lowest_part = part if self._lowest_part is None else min(self._lowest_part, part)
-            self._part_bits, self._part_s = 0.0, 0.0
-        if s.fresh and s.t - self._origin >= self._length - EPS:
-            port: list[float | None] = list(self._port) if self._port else [None, None, None]
-            w = Window(self._origin, s.t, self._bits, self._packets, self._interrupts, s.itr,
-                       self._rx_bits, port[0], port[1], port[2], self._rx_packets, self._cpu, self._dropped,
-                       self._guest_bits if self._shared else None, self._lowest_part)
-            self._origin = s.t
-            self._reset_sums()
-            return w
+        sums.add(s)
+        if s.fresh and s.t - sums.origin >= self._length - EPS:
+            self._open(s.t)
+            return sums.window(s.t, s.itr)
+        if self._slice is not None:
+            self._slice.add(s)
+            if s.fresh and s.t - self._slice.origin >= self.window_s - EPS:
+                self.slice = self._slice.window(s.t, s.itr)
+                self._slice = _Sums(s.t)
         return None
