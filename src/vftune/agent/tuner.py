@@ -552,7 +552,7 @@ class SearchTuner(VfPolicy):
             self._note(w.end, Cause.PORT, load=w.port_load or 0.0, credited_mbps=round(verdict.credited_bps / 1e6),
                        mbps=round(w.bps / 1e6))
         search.tell(self.probe_itr, verdict.credited_bps, w.cpu_per_bit(self.options.host_irq_cost_s),
-                    scale=w.bps if w.dropped_bits else None)
+                    scale=w.bps if w.dropped_bits else None, interrupt_rate=w.interrupt_rate)
         return self._next_probe(s)
 
     def _glance(self, s: VfSample, part: Window | None) -> TunerEvent | None:
