@@ -210,6 +210,27 @@ def test_more_interrupts_must_gain_more_than_the_noise_margin():
     assert adaptive.best == 0
 
 
+@pytest.mark.parametrize(("peak", "kept"), [(60_000, True), (4_000, False)])
+def test_the_adaptive_itrs_told_interrupt_rate_is_its_cost(peak, kept):
+    # A cold search is not given the adaptive ITR's cost: it learns it from the interrupt
+    # rates told with the incumbent's windows (6000/s here). A rate above it that gains 1.5%
+    # (inside the noise margin) is no decision; a cheaper one that holds the throughput is.
+    def drive(search):
+        while (itr := search.ask()) is not None:
+            value = 1.0 if itr == 0 else 1.0 + 0.015 * peak_curve(peak, 0.5)(itr)
+            search.tell(itr, value, interrupt_rate=6_000.0 if itr == 0 else min(itr, 30_000.0))
+        return search
+
+    s = drive(ItrSearch(ITR_MIN_RATE, ITR_MAX_RATE, 1000, incumbent=0))
+    assert s.incumbent_cost == pytest.approx(6_000.0)
+    assert (s.best == 0) is kept
+    if kept:
+        assert "inside the 2% noise margin" in s.outcome
+    # A cost the caller gives is not replaced by the rates told.
+    given = drive(ItrSearch(ITR_MIN_RATE, ITR_MAX_RATE, 1000, incumbent=0, incumbent_cost=100_000))
+    assert given.incumbent_cost == 100_000 and given.best != 0
+
+
 def test_a_lucky_incumbent_measurement_is_checked_before_it_vetoes():
     f = peak_curve(40_000)
 

@@ -590,6 +590,34 @@ def test_a_new_load_inside_the_adaptive_itrs_window_is_acted_on_within_one_short
     assert "load changed to bulk/small/rx" in acted[0][1].reason
 
 
+def test_a_load_change_under_a_search_recalls_a_known_class_and_resumes_a_suspended_search():
+    # Bulk is searched and held; small packets start a search; bulk returns in the middle of
+    # it (recalled, the small search kept), and when small packets come back their search
+    # goes on from the probes it had, not from its start.
+    load = {"bytes": 1500.0}
+    vf = SyntheticVf(two_loads(load))
+    tuner = SearchTuner(PCI, caps())
+    vf.run(tuner, 150)
+    bulk_itr = tuner.state()["held_itr"]
+
+    def switch(packet_bytes: float, ticks: int) -> list[ItrDecision]:
+        load["bytes"] = vf.packet_bytes = packet_bytes
+        start = vf.t
+        vf.run(tuner, ticks)
+        return [d for t, d in vf.decisions if t > start]
+
+    first = switch(300.0, 30)
+    assert first[0].cause == "restart-load" and tuner.state()["phase"] == "probing"
+    probes_before = tuner.state()["probes"]
+    assert probes_before >= 3
+    back = switch(1500.0, 6)
+    assert back[0].cause == "recall" and back[0].itr == bulk_itr
+    assert tuner.state()["suspended_searches"] == 1 and tuner.searches == 2
+    again = switch(300.0, 6)
+    assert again[0].cause == "restart-load" and "search resumed" in again[0].reason
+    assert tuner.searches == 2 and tuner.state()["probes"] >= probes_before
+
+
 def test_a_burst_that_becomes_the_reference_does_not_restart_the_search():
     # The load bursts (x1.5) right as the search converges, so the held load's reference windows
     # are the burst's. When the load is back for good at the level the search measured, that is

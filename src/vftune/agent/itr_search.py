@@ -21,10 +21,11 @@ Network", Huijun Wu and Jigang Wang) with these changes:
   measurement before it vetoes the result on one window, and an overloaded receiver's lowest
   rate (below);
 * interrupts cost CPU: a higher rate than the incumbent's must gain more than the noise
-  margin (or ``cost_margin``), or the incumbent stays; with ``cpu_worth`` and CPU measured per
-  probe, a result costing more CPU per bit than the incumbent must gain cpu_worth times as much
-  (with cpu_worth inf, CPU per bit first: it must cost less by more than the noise margin, or
-  gain more than it at no more CPU per bit);
+  margin (or ``cost_margin``), or the incumbent stays (the adaptive ITR's rate is the mean
+  interrupt rate told with its measurements, when the caller gives none); with ``cpu_worth``
+  and CPU measured per probe, a result costing more CPU per bit than the incumbent must gain
+  cpu_worth times as much (with cpu_worth inf, CPU per bit first: it must cost less by more
+  than the noise margin, or gain more than it at no more CPU per bit);
 * a measured value may be told with its scale (the bits the VF received when the value is what
   reached its applications): a difference is noise unless it clears the margin of the larger of
   the two values or their scales, since a small remainder carries the noise of what it is taken
@@ -201,8 +202,11 @@ class ItrSearch:
         self.max_probes = max_probes
         self.pessimistic = pessimistic
         self.plateau_width = plateau_width
-        # Interrupts/s the incumbent runs at, when measured (the adaptive ITR has no fixed rate).
+        # Interrupts/s the incumbent runs at, when measured (the adaptive ITR has no fixed rate):
+        # given by the caller, or the mean of the rates told with the incumbent's measurements.
         self.incumbent_cost = incumbent_cost
+        self._measure_cost = incumbent_cost is None
+        self._incumbent_rates: list[float] = []
         self._recheck = recheck_incumbent
         self._incumbent_samples: list[float] = [] if incumbent_throughput is None else [incumbent_throughput]
         # CPU seconds per bit, when the caller measures it: the incumbent's, and per rate.
@@ -236,10 +240,11 @@ class ItrSearch:
         return self._pending
 
     def tell(self, itr: float, throughput: float, cpu_per_bit: float | None = None,
-             scale: float | None = None) -> None:
+             scale: float | None = None, interrupt_rate: float | None = None) -> None:
         """Record the throughput measured at the rate ask() returned last (and, when known, the
-        CPU seconds it cost per bit delivered: the CPU rule needs it; and the scale of its noise,
-        e.g. the bits received when `throughput` is what of them reached the applications)."""
+        CPU seconds it cost per bit delivered: the CPU rule needs it; the scale of its noise,
+        e.g. the bits received when `throughput` is what of them reached the applications; and
+        the interrupts/s it ran at, which for the incumbent is its cost when none was given)."""
         if self._pending is None:
             raise ValueError(f"tell({itr!r}) after the search converged; start a new search")
         if int(round(itr)) != self._pending:
@@ -253,6 +258,9 @@ class ItrSearch:
         if self.phase in (BASELINE, RECHECK):
             if scale is not None:
                 self._incumbent_scales.append(float(scale))
+            if self._measure_cost and interrupt_rate is not None and math.isfinite(interrupt_rate):
+                self._incumbent_rates.append(max(0.0, float(interrupt_rate)))
+                self.incumbent_cost = sum(self._incumbent_rates) / len(self._incumbent_rates) or None
             if cpb_ok:
                 assert cpu_per_bit is not None
                 self._incumbent_cpb.append(cpu_per_bit)

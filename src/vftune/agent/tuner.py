@@ -322,7 +322,7 @@ class SearchTuner(VfPolicy):
         if self.phase is Phase.IDLE:
             if w.bps < self.options.min_throughput_bps:
                 return self._starved(s, w) if starved(w) else None
-            return self._new_load(s, w, classify(w), first=True)
+            return self._new_load(s, w, classify(w), Cause.START)
         if self.phase is Phase.ADAPTIVE:
             return self._step_adaptive(s, w)
         if self._recalled is not None:
@@ -359,7 +359,7 @@ class SearchTuner(VfPolicy):
                 return None
             return self._begin(s, Cause.RESTART_LOAD, warm=False, baseline=change.baseline, klass=change.klass,
                                what=f"rate {change.rate_change:+.0%} for {change.lasted_s:.0f} s")
-        return self._new_load(s, change.baseline, change.klass)
+        return self._new_load(s, change.baseline, change.klass, Cause.RESTART_LOAD)
 
     def _starved(self, s: VfSample, w: Window) -> TunerEvent | None:
         """Interrupted without traffic under a rate vftune set: that rate livelocks the guest, so
@@ -384,19 +384,21 @@ class SearchTuner(VfPolicy):
             return False
         return rel_change(change.baseline.app_bps, known[1].bps) <= self.options.load_change / 2
 
-    def _new_load(self, s: VfSample, w: Window, klass: WorkloadClass | None, first: bool = False) -> TunerEvent | None:
-        """The load is of another class: recall, resume its search, hand back, or search."""
-        if not first:
+    def _new_load(self, s: VfSample, w: Window, klass: WorkloadClass | None, cause: Cause) -> TunerEvent | None:
+        """The load is of another class, seen in window `w` (while idle or holding, or under a
+        search, whose measurements are kept for its class): recall the class's setting, resume
+        its search, hand the VF back to its adaptive ITR when loads flip, or search."""
+        if cause is not Cause.START:
             self._load_changes.append(w.end)
             del self._load_changes[:-self.options.handback_changes - 1]
-            if self._flapping():
-                return self._handback(s, klass)
+        self._suspend()
+        if cause is not Cause.START and self._flapping():
+            return self._handback(s, klass)
         known = self._profile(klass)
         if known is not None and known[0] != self.held_class:
             return self._recall(s, *known)
         if klass is not None and klass in self.suspended:
             return self._resume(s, self.suspended.pop(klass))
-        cause = Cause.START if first else Cause.RESTART_LOAD
         return self._begin(s, cause, warm=False, baseline=w, klass=klass,
                            what=f"load changed to {klass}", mbps=round(w.bps / 1e6), klass_name=str(klass))
 
@@ -542,7 +544,7 @@ class SearchTuner(VfPolicy):
         if self.active.klass is None:
             self.active.klass = klass
         elif klass is not None and not same_shape(klass, self.active.klass):
-            return self._left_search(s, w, klass)
+            return self._new_load(s, w, klass, Cause.RESTART_IN_SEARCH)
         if klass is not None:
             self.active.classes[self.probe_itr] = klass
         verdict = self.port.judge(w)
@@ -552,7 +554,7 @@ class SearchTuner(VfPolicy):
             self._note(w.end, Cause.PORT, load=w.port_load or 0.0, credited_mbps=round(verdict.credited_bps / 1e6),
                        mbps=round(w.bps / 1e6))
         search.tell(self.probe_itr, verdict.credited_bps, w.cpu_per_bit(self.options.host_irq_cost_s),
-                    scale=w.bps if w.dropped_bits else None)
+                    scale=w.bps if w.dropped_bits else None, interrupt_rate=w.interrupt_rate)
         return self._next_probe(s)
 
     def _glance(self, s: VfSample, part: Window | None) -> TunerEvent | None:
@@ -570,22 +572,7 @@ class SearchTuner(VfPolicy):
         if klass is None or same_shape(klass, self.active.klass):
             return None
         self._last_window = part
-        return self._left_search(s, part, klass)
-
-    def _left_search(self, s: VfSample, w: Window, klass: WorkloadClass) -> TunerEvent | None:
-        """The load changed under the search: keep the search for its class, act on the new one."""
-        self._load_changes.append(w.end)
-        del self._load_changes[:-self.options.handback_changes - 1]
-        self._suspend()
-        if self._flapping():
-            return self._handback(s, klass)
-        known = self._profile(klass)
-        if known is not None:
-            return self._recall(s, *known)
-        if klass in self.suspended:
-            return self._resume(s, self.suspended.pop(klass))
-        return self._begin(s, Cause.RESTART_IN_SEARCH, warm=False, baseline=w, klass=klass,
-                           what=f"load changed to {klass}")
+        return self._new_load(s, part, klass, Cause.RESTART_IN_SEARCH)
 
     def _suspend(self) -> None:
         """Keep a running search for its class (its measurements stay valid when it returns)."""
