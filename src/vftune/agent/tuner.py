@@ -176,7 +176,7 @@ class SearchTuner(VfPolicy):
         o = self.options
         self.goal = goal or Goal()
         if self.goal.max_interval_us is None and o.max_interval_us is not None:
-            self.goal = Goal(self.goal.objective, o.max_interval_us)
+            self.goal = replace(self.goal, max_interval_us=o.max_interval_us)
         self.search_config = self.goal.search_config(o.search_config())
         self.full_bracket = bracket_from_capabilities(caps)
         if self.goal.bounds_delay:
@@ -263,6 +263,7 @@ class SearchTuner(VfPolicy):
             "phase": self.phase.value,
             "objective": self.goal.objective.value,
             "max_interval_us": self.search_config.max_interval_us,
+            "throughput_margin": self.goal.throughput_margin,
             "settling": self.phase is Phase.PROBING and self.meter.settling,
             "itr": self.itr_now,
             "probe_itr": self.probe_itr if self.phase is Phase.PROBING else None,
