@@ -89,6 +89,19 @@ def test_a_phase_change_is_reported_as_reconvergence():
     assert ours["reconverge_s"] is not None and 0 < ours["reconverge_s"] < 60
 
 
+def test_an_efficiency_margin_runs_beside_the_named_policies():
+    # What a config rule's throughput_margin would buy on a host, before an operator sets it:
+    # on mixed-host a 25% margin spends less CPU per Gb than the objective's own 2%, and gives
+    # up no more than the 25% it allows.
+    body = bench_json("--scenario", "mixed-host", "--policy", "vftune-efficiency", "--policy",
+                      "vftune-efficiency:0.25", "--duration", "120")
+    rows = {r["policy"]: r for r in body["results"]}
+    assert list(rows) == ["vftune-efficiency", "vftune-efficiency:0.25"]
+    own, wide = rows["vftune-efficiency"], rows["vftune-efficiency:0.25"]
+    assert wide["cpu_per_gbps_vs_default"] < own["cpu_per_gbps_vs_default"]
+    assert wide["vf_geomean"] >= 0.75 * own["vf_geomean"]
+
+
 def test_settling_is_the_last_change_before_a_quiet_minute():
     assert settle([], 0.0, 600.0).at == 0.0
     s = settle([5.0, 10.0, 14.0, 300.0], 0.0, 600.0)
@@ -125,7 +138,9 @@ def test_usage_errors_name_the_value_and_exit_2():
     runner = CliRunner()
     for args, needle in ((["--scenario", "paper-99vm"], "paper-99vm"), (["--policy", "magic"], "magic"),
                          (["--duration", "5"], "--duration 5"), (["--jobs", "0"], "--jobs 0"),
-                         (["--seeds", "4-1"], "4-1"), (["--seeds", "x"], "'x'"), (["--seed", "1", "--seeds", "0-2"], "--seeds")):
+                         (["--seeds", "4-1"], "4-1"), (["--seeds", "x"], "'x'"), (["--seed", "1", "--seeds", "0-2"], "--seeds"),
+                         (["--policy", "vftune-efficiency:0.9"], "0..0.5"), (["--policy", "vftune:0.05"], "vftune:0.05"),
+                         (["--policy", "vftune-efficiency:lots"], "lots")):
         result = runner.invoke(cli, ["bench", *args])
         assert result.exit_code == 2, (args, result.output)
         assert needle in result.output

@@ -108,10 +108,33 @@ def test_config_check_names_file_key_and_value_once_per_problem(tmp_path):
     ("[run]\nfrobnicate = 1\n", "run.frobnicate = 1: not a `vftune run` option"),
     ("[[rule]]\nexclude = true\n", "rule[1].match: missing"),
     ("[run]\nkeep-warm = -1\n", "--keep-warm -1: must be >= 0"),
+    ('[[rule]]\nmatch = { guest = "*" }\nobjective = "efficiency"\nthroughput_margin = 5\n',
+     "rule[1].throughput_margin = 5: expected a share of the best throughput in 0..0.5 (0.05 = 5%)"),
+    ('[[rule]]\nmatch = { guest = "*" }\nthroughput_margin = 0.05\n',
+     'rule[1].throughput_margin = 0.05: only objective = "efficiency" trades throughput'),
+    ('[[rule]]\nmatch = { guest = "*" }\npin_itr = 20000\nobjective = "efficiency"\nthroughput_margin = 0.1\n',
+     "rule[1].pin_itr = 20000: a pinned VF is not tuned"),
 ])
 def test_config_check_one_line_for_each_kind_of_mistake(tmp_path, text, says):
     out = _check(tmp_path, text)
     assert out.returncode == 2 and says in out.stderr and len(out.stderr.strip().splitlines()) == 1
+
+
+def test_an_efficiency_rules_throughput_margin_reaches_the_search_and_the_status(tmp_path):
+    config, problems = parse('[[rule]]\nmatch = { guest = "*" }\nobjective = "efficiency"\n'
+                             'throughput_margin = 0.05\n', "t.toml")
+    assert not problems
+    host = SimHost("paper-3vm", seed=0, speed=float("inf"))
+    agent = Agent(host, Store(tmp_path / "h.db"), vf_policy("search"), pf_controller("stock"), rules=config)
+    agent.start("test")
+    agent.host.sleep(agent.config.interval)
+    agent.tick()
+    pci = host.inventory().vfs()[0].pci
+    status = agent.view().vf(pci)
+    assert (status.objective, status.throughput_margin) == ("efficiency", 0.05)
+    # The operator's 5% is given up against the best rate and against the guest's adaptive ITR.
+    search = agent._policies[pci].search_config
+    assert (search.plateau_margin, search.harm_margin) == (0.05, 0.05)
 
 
 def test_precedence_flags_then_environment_then_file_then_defaults(tmp_path, monkeypatch):
@@ -260,7 +283,7 @@ _text = st.text(st.characters(blacklist_categories=("Cc", "Cs")), max_size=12)  
 _toml_scalar = st.one_of(st.integers(-10**6, 10**6), st.floats(allow_nan=False, allow_infinity=False), _text,
                          st.booleans())
 _keys = st.sampled_from(["interval", "policy", "for", "seed", "pf-mode", "match", "objective", "max_interval_us",
-                         "pin_itr", "exclude", "guest", "vf", "pf", "bogus"])
+                         "throughput_margin", "pin_itr", "exclude", "guest", "vf", "pf", "bogus"])
 _tables = st.dictionaries(_keys, st.one_of(_toml_scalar, st.dictionaries(_keys, _toml_scalar, max_size=3)), max_size=5)
 
 

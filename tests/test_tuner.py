@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, replace
 
 import pytest
 
+from vftune.agent.objective import Goal, Objective
 from vftune.agent.tuner import Phase, SearchTuner, TunerOptions, WindowMeter
 from vftune.itr import quantize_itr
 from vftune.model import Capabilities, ItrDecision, VfSample
@@ -419,6 +420,26 @@ def test_on_a_saturated_port_a_vf_takes_its_share_at_the_lowest_rate():
     assert first.startswith("start:") and "port saturated: judged on the VF's share of the port" in first
     # It already had its share under the adaptive rate (20000/s): it only looked below that.
     assert "searching 10000..20000/s" in first
+
+
+def test_on_a_saturated_port_the_efficiency_objective_looks_down_to_the_lowest_rate():
+    """Its share holds down to 2500/s. The throughput objective looks only from half the adaptive
+    ITR's rate up to it (its gain can only come from the neighbours); efficiency wants the lowest
+    rate that holds the share, however far below that it lies."""
+    def flat(r: float) -> float:
+        return 1e9 * min(1.0, r / 2_500)
+
+    held = {}
+    for objective in (Objective.THROUGHPUT, Objective.EFFICIENCY):
+        vf = SharedPortVf(flat, share=1e9)
+        tuner = SearchTuner(PCI, caps(), goal=Goal(objective))
+        vf.run(tuner, 150)
+        assert tuner.state()["phase"] == "holding"
+        held[objective] = tuner.state()["held_itr"]
+        low = tuner.full_bracket[0] if objective is Objective.EFFICIENCY else 10_000
+        assert f"searching {low}..20000/s" in tuner.events[0].text()
+    assert 10_000 <= held[Objective.THROUGHPUT] <= 12_000
+    assert 2_500 <= held[Objective.EFFICIENCY] <= 3_600
 
 
 def test_a_port_below_its_line_rate_judges_the_vf_as_before():

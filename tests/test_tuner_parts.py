@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from vftune.agent.causes import Cause, TunerEvent
 from vftune.agent.change import ChangeDetector
-from vftune.agent.itr_search import SearchConfig
+from vftune.agent.itr_search import ItrSearch, SearchConfig
 from vftune.agent.memory import (
     ClassMemory,
     HostProfiles,
@@ -27,6 +27,7 @@ from vftune.agent.objective import Goal, Objective
 from vftune.agent.port import PortJudge
 from vftune.agent.restart import RestartClock
 from vftune.agent.window import MedianPool, Window, WindowMeter, median_window, starved
+from vftune.itr import ITR_MAX_RATE, ITR_MIN_RATE
 from vftune.model import VfSample
 
 PCI = "0000:03:10.0"
@@ -344,6 +345,30 @@ def test_objectives_set_the_search_rules():
         Objective.parse("fast")
     with pytest.raises(ValueError, match="max_interval_us"):
         Goal(max_interval_us=5000)
+
+
+@pytest.mark.parametrize(("margin", "cheaper"), [(None, False), (0.05, True)])
+def test_an_operators_throughput_margin_buys_a_cheaper_rate(margin, cheaper):
+    # The adaptive ITR delivers 1.00 at 1.00 CPU per bit. At 40K/s and above a fixed rate delivers
+    # as much for 10% more CPU per bit; from 10K/s to 40K/s, 4% less for 15% less CPU per bit.
+    # The efficiency objective's own 2% keeps the adaptive ITR; a rule's 5% takes the saving.
+    def measure(itr: int) -> tuple[float, float]:
+        if itr == 0:
+            return 1.0, 1.0
+        if itr >= 40_000:
+            return 1.0, 1.1
+        return (0.96, 0.85) if itr >= 10_000 else (0.80, 0.80)
+
+    config = Goal(Objective.EFFICIENCY, throughput_margin=margin).search_config(SearchConfig())
+    search = ItrSearch(ITR_MIN_RATE, ITR_MAX_RATE, 1000, config, incumbent=0)
+    while (itr := search.ask()) is not None:
+        value, cpb = measure(itr)
+        search.tell(itr, value, cpu_per_bit=cpb)
+    assert (10_000 <= search.best < 40_000) is cheaper and (search.best == 0) is not cheaper, search.outcome
+    with pytest.raises(ValueError, match="only the efficiency objective"):
+        Goal(Objective.THROUGHPUT, throughput_margin=0.05)
+    with pytest.raises(ValueError, match="0..0.5"):
+        Goal(Objective.EFFICIENCY, throughput_margin=0.6)
 
 
 # ---- the policy factory ---------------------------------------------------------------------

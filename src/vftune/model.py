@@ -284,6 +284,7 @@ class VfView:
     # config rule that decided them (None = no rule matched).
     state: str = "adaptive"
     objective: str = "throughput"
+    throughput_margin: float | None = None  # efficiency: the share of the best given up; None: 2%
     rule: str | None = None
     # Counted since the agent started, in base units (VF_TOTALS), for Prometheus counters.
     totals: Mapping[str, float] = field(default_factory=dict)

@@ -7,6 +7,10 @@
     objective = "latency"                # "throughput" | "efficiency" | "latency"
     max_interval_us = 100
     [[rule]]
+    match = { guest = "batch-*" }
+    objective = "efficiency"
+    throughput_margin = 0.05             # efficiency: give up to 5% of the best throughput
+    [[rule]]
     match = { guest = "*" }
     pin_itr = 20000                      # or exclude = true
 
@@ -33,7 +37,9 @@ DEFAULT_PATH = "/etc/vftune/vftune.toml"
 OBJECTIVES = ("throughput", "efficiency", "latency")
 DEFAULT_OBJECTIVE = "throughput"
 MATCH_KEYS = ("pf", "vf", "guest")
-RULE_KEYS = ("match", "objective", "max_interval_us", "pin_itr", "exclude")
+RULE_KEYS = ("match", "objective", "max_interval_us", "throughput_margin", "pin_itr", "exclude")
+# efficiency: the share of the best throughput an operator gives up for fewer interrupts.
+THROUGHPUT_MARGIN_RANGE = (0.0, 0.5)
 # The 82599's interval field: 2..1022 us.
 MAX_INTERVAL_US_RANGE = (2.0, 1022.0)
 
@@ -99,6 +105,7 @@ class Rule:
     match: Mapping[str, str]
     objective: str | None = None
     max_interval_us: float | None = None
+    throughput_margin: float | None = None
     pin_itr: int | None = None
     exclude: bool = False
 
@@ -125,6 +132,7 @@ class VfRule:
 
     objective: str = DEFAULT_OBJECTIVE
     max_interval_us: float | None = None
+    throughput_margin: float | None = None  # efficiency only; None: the objective's own
     pin_itr: int | None = None
     exclude: bool = False
     source: str | None = None  # the rule that matched, None = no rule
@@ -152,7 +160,7 @@ class ConfigFile:
             if rule.matches(target):
                 return VfRule(
                     objective=rule.objective or DEFAULT_OBJECTIVE, max_interval_us=rule.max_interval_us,
-                    pin_itr=rule.pin_itr, exclude=rule.exclude, source=rule.label,
+                    throughput_margin=rule.throughput_margin, pin_itr=rule.pin_itr, exclude=rule.exclude, source=rule.label,
                 )
         return NO_RULE
 
@@ -221,6 +229,14 @@ def _check_rule(file: str, index: int, raw: object, problems: list[Problem]) -> 
     low, high = MAX_INTERVAL_US_RANGE
     if max_us is not None and (not _is_number(max_us) or not low <= max_us <= high):
         problems.append(Problem(file, f"{where}.max_interval_us", max_us, f"expected microseconds in {low:g}..{high:g}"))
+    margin = raw.get("throughput_margin")
+    low, high = THROUGHPUT_MARGIN_RANGE
+    if margin is not None and (not _is_number(margin) or not low <= margin <= high):
+        problems.append(Problem(file, f"{where}.throughput_margin", margin,
+                                f"expected a share of the best throughput in {low:g}..{high:g} (0.05 = 5%)"))
+    elif margin is not None and objective != "efficiency":
+        problems.append(Problem(file, f"{where}.throughput_margin", margin,
+                                'only objective = "efficiency" trades throughput for fewer interrupts'))
     pin = raw.get("pin_itr")
     if pin is not None and (not isinstance(pin, int) or isinstance(pin, bool) or not ITR_MIN_RATE <= pin <= ITR_MAX_RATE):
         problems.append(Problem(file, f"{where}.pin_itr", pin,
@@ -228,15 +244,17 @@ def _check_rule(file: str, index: int, raw: object, problems: list[Problem]) -> 
     exclude = raw.get("exclude", False)
     if not isinstance(exclude, bool):
         problems.append(Problem(file, f"{where}.exclude", exclude, "expected true or false"))
-    elif exclude and (pin is not None or objective is not None or max_us is not None):
-        problems.append(Problem(file, f"{where}.exclude", exclude,
-                                "an excluded VF is never written: drop pin_itr, objective and max_interval_us"))
-    if pin is not None and (objective is not None or max_us is not None):
-        problems.append(Problem(file, f"{where}.pin_itr", pin, "a pinned VF is not tuned: drop objective and max_interval_us"))
+    elif exclude and (pin is not None or objective is not None or max_us is not None or margin is not None):
+        problems.append(Problem(file, f"{where}.exclude", exclude, "an excluded VF is never written: "
+                                "drop pin_itr, objective, max_interval_us and throughput_margin"))
+    if pin is not None and (objective is not None or max_us is not None or margin is not None):
+        problems.append(Problem(file, f"{where}.pin_itr", pin,
+                                "a pinned VF is not tuned: drop objective, max_interval_us and throughput_margin"))
     if len(problems) > before:
         return None
     return Rule(index=index, match=dict(match), objective=objective,
-                max_interval_us=float(max_us) if max_us is not None else None, pin_itr=pin, exclude=exclude)
+                max_interval_us=float(max_us) if max_us is not None else None,
+                throughput_margin=float(margin) if margin is not None else None, pin_itr=pin, exclude=exclude)
 
 
 def parse(text: str, file: str = "<config>") -> tuple[ConfigFile, list[Problem]]:

@@ -8,7 +8,8 @@
   into interrupts); otherwise the best measured rate the rule accepts that holds the adaptive ITR's
   throughput wins, or the adaptive ITR stays.
 - ``efficiency``: CPU per Gb first: the lowest interrupt rate whose throughput is within
-  EFFICIENCY_MARGIN of the best measured, down to a 1 ms coalescing delay, and the CPU rule
+  EFFICIENCY_MARGIN of the best measured and of the guest's adaptive ITR (a config rule's
+  ``throughput_margin`` gives another share), down to a 1 ms coalescing delay, and the CPU rule
   with no exception: never more CPU per Gb than the guest's adaptive ITR (a request/response
   VF whose best throughput needs more interrupts per byte keeps the adaptive ITR's cost), and
   the adaptive ITR stays unless a result measures a CPU per Gb lower by more than the noise
@@ -31,6 +32,7 @@ from enum import StrEnum
 
 from vftune.agent.itr_search import SearchConfig
 from vftune.itr import MAX_RX_USECS
+from vftune.rules import THROUGHPUT_MARGIN_RANGE
 
 CPU_WORTH = 1.0  # throughput: a gain must be at least the rise in CPU per Gb
 EFFICIENCY_MARGIN = 0.02  # efficiency: throughput within 2% of the best (the noise margin)
@@ -57,21 +59,36 @@ class Goal:
 
     objective: Objective = Objective.THROUGHPUT
     max_interval_us: float | None = None  # None: the objective's own bound
+    throughput_margin: float | None = None  # efficiency only; None: EFFICIENCY_MARGIN
 
     def __post_init__(self) -> None:
         if self.max_interval_us is not None and not 2 <= self.max_interval_us <= MAX_RX_USECS:
             raise ValueError(f"max_interval_us must be 2..{MAX_RX_USECS}, got {self.max_interval_us!r}")
+        if self.throughput_margin is not None:
+            low, high = THROUGHPUT_MARGIN_RANGE
+            if self.objective is not Objective.EFFICIENCY:
+                raise ValueError(f"throughput_margin {self.throughput_margin!r}: only the efficiency objective "
+                                 f"takes one, not {self.objective.value!r}")
+            if not low <= self.throughput_margin <= high:
+                raise ValueError(f"throughput_margin must be a share of the best throughput in {low:g}..{high:g}, "
+                                 f"got {self.throughput_margin!r}")
 
     @classmethod
-    def of(cls, objective: Objective | str, max_interval_us: float | None = None) -> Goal:
-        """From a config rule's values (an objective's name, a bound in microseconds or None)."""
-        return cls(Objective.parse(objective) if isinstance(objective, str) else objective, max_interval_us)
+    def of(cls, objective: Objective | str, max_interval_us: float | None = None,
+           throughput_margin: float | None = None) -> Goal:
+        """From a config rule's values (an objective's name, a bound in microseconds or None, the
+        efficiency objective's throughput margin or None)."""
+        return cls(Objective.parse(objective) if isinstance(objective, str) else objective, max_interval_us,
+                   throughput_margin)
 
     def search_config(self, base: SearchConfig) -> SearchConfig:
         """The search's decision rules under this goal (budget and stop rules from `base`)."""
         if self.objective is Objective.EFFICIENCY:
-            cfg = replace(base, plateau_margin=EFFICIENCY_MARGIN, cpu_worth=EFFICIENCY_CPU_WORTH,
-                          max_interval_us=float(MAX_RX_USECS))
+            # The margin is given up against the best measured rate and against the guest's own
+            # adaptive ITR alike: the operator traded that much throughput for fewer interrupts.
+            margin = EFFICIENCY_MARGIN if self.throughput_margin is None else self.throughput_margin
+            cfg = replace(base, plateau_margin=margin, harm_margin=max(base.harm_margin, margin),
+                          cpu_worth=EFFICIENCY_CPU_WORTH, max_interval_us=float(MAX_RX_USECS))
         elif self.objective is Objective.LATENCY:
             cfg = replace(base, plateau_margin=0.0, max_interval_us=LATENCY_MAX_INTERVAL_US, cpu_worth=None)
         else:

@@ -63,6 +63,7 @@ class VfGoal:
 
     objective: str = "throughput"  # "throughput" | "efficiency" | "latency"
     max_interval_us: float | None = None
+    throughput_margin: float | None = None  # efficiency: the share of the best given up for CPU
 
 
 DEFAULT_GOAL = VfGoal()

@@ -38,7 +38,7 @@ from vftune.agent.causes import Cause, TunerEvent
 from vftune.agent.change import Change, ChangeDetector, rel_change, same_shape
 from vftune.agent.itr_search import ItrSearch, SearchConfig, bracket_from_capabilities
 from vftune.agent.memory import ClassMemory, HostProfiles, Profile, WorkloadClass, classify
-from vftune.agent.objective import Goal
+from vftune.agent.objective import Goal, Objective
 from vftune.agent.policy import VfPolicy
 from vftune.agent.port import PortJudge
 from vftune.agent.restart import RestartClock
@@ -176,7 +176,7 @@ class SearchTuner(VfPolicy):
         o = self.options
         self.goal = goal or Goal()
         if self.goal.max_interval_us is None and o.max_interval_us is not None:
-            self.goal = Goal(self.goal.objective, o.max_interval_us)
+            self.goal = replace(self.goal, max_interval_us=o.max_interval_us)
         self.search_config = self.goal.search_config(o.search_config())
         self.full_bracket = bracket_from_capabilities(caps)
         if self.goal.bounds_delay:
@@ -263,6 +263,7 @@ class SearchTuner(VfPolicy):
             "phase": self.phase.value,
             "objective": self.goal.objective.value,
             "max_interval_us": self.search_config.max_interval_us,
+            "throughput_margin": self.goal.throughput_margin,
             "settling": self.phase is Phase.PROBING and self.meter.settling,
             "itr": self.itr_now,
             "probe_itr": self.probe_itr if self.phase is Phase.PROBING else None,
@@ -605,8 +606,10 @@ class SearchTuner(VfPolicy):
         confined = verdict is not None and verdict.takes_share
         if centre and (confined or warm):
             # A VF that takes its share of a saturated port gains only from its neighbours: its
-            # searches stay around the rate in force and look only for a cheaper one.
-            low = max(low, int(centre / o.warm_span))
+            # searches stay around the rate in force and look only for a cheaper one. Under
+            # efficiency, any cheaper one: the lowest rate that holds the share is the objective.
+            if not (confined and self.goal.objective is Objective.EFFICIENCY):
+                low = max(low, int(centre / o.warm_span))
             high = min(high, int(centre * (1.0 if confined else o.warm_span)))
             if high <= low:
                 low, high = self.full_bracket

@@ -125,6 +125,9 @@ class VfOut(ViewModel):
     last_decision: str | None
     state: str = Field(description="converged, searching, adaptive (the VF's own ITR), excluded or pinned")
     objective: str = Field(description="throughput, efficiency or latency (from a config rule)")
+    throughput_margin: float | None = Field(
+        None, description="efficiency: the share of the best throughput the rule gives up for fewer interrupts "
+        "(0.05 = 5%); null: the objective's own 2%, or another objective")
     rule: str | None = Field(description="the config rule that matched this VF; null: none")
     actuator: str = Field(description="how its ITR is set: patched (the PF's sysfs), guest-agent (the guest's "
                           "ethtool through its QEMU guest agent) or none (observed only)")

@@ -24,7 +24,7 @@ from vftune.agent.loop import Agent, AgentConfig
 from vftune.agent.policy import StockMode, VfPolicy, VfPolicyFactory
 from vftune.bench.groundtruth import GUEST_STEP_S, MeasuredSim
 from vftune.bench.oracle import OraclePlan, oracle_plan
-from vftune.bench.registry import FIXED, GUEST, ORACLE, POLICIES, host_factory
+from vftune.bench.registry import FIXED, GUEST, ORACLE, POLICIES, check_policy, host_factory
 from vftune.bench.scores import (
     IDLE_BPS,
     Cell,
@@ -93,8 +93,7 @@ def run_pair(scenario: str, policy: str, seed: int = 0, duration: float | None =
 
     Throughput ratios and per-VF scores are not filled in: they need the oracle's run (score())."""
     get_scenario(scenario)
-    if policy not in POLICIES:
-        raise ValueError(f"unknown policy {policy!r}; known: {', '.join(POLICIES)}")
+    check_policy(policy)
     duration = default_duration(scenario, seed) if duration is None else duration
     if not duration >= 2 * TICK_S:
         raise ValueError(f"duration must be at least {2 * TICK_S:g} simulated seconds, got {duration!r}")
@@ -232,9 +231,10 @@ def run(scenarios: Iterable[str] | None = None, policies: Iterable[str] | None =
     for name in scenarios:
         get_scenario(name)
     for name in policies:
-        if name not in POLICIES:
-            raise ValueError(f"unknown policy {name!r}; known: {', '.join(POLICIES)}")
-    wanted = [p for p in POLICIES if p in policies or p in REFERENCES]
+        check_policy(name)
+    # In the registry's order, a tuner with a margin after the named ones; the oracle last.
+    wanted = [p for p in POLICIES if (p in policies or p in REFERENCES) and p != ORACLE]
+    wanted += [p for p in policies if p not in POLICIES] + [ORACLE]
     order = sorted(((s, seed) for s in scenarios for seed in seeds), key=lambda k: -_cost(k[0], k[1], duration))
     plan_tasks = [(s, seed, objective) for s, seed in order]
     jobs = max(1, min(jobs or os.cpu_count() or 1, len(plan_tasks) * len(wanted)))

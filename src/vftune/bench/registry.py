@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from vftune.agent.objective import Goal
 from vftune.agent.policies import SearchFactory
 from vftune.agent.policy import FixedItr, Observe, VfGoal, VfPolicyFactory
 from vftune.bench.peers.bayesopt import BayesOptPolicy
@@ -52,11 +53,39 @@ HEADLINE_PEERS: tuple[str, ...] = ("net_dim", "bayesopt")  # the adaptive peers 
 LABELLED: dict[str, str] = {"paper": "Wu & Wang as printed (wrong-end bug kept); not a headline peer"}
 
 
+# `vftune-efficiency:0.05`: the efficiency objective with an operator's throughput margin (a
+# config rule's `throughput_margin`), to see what a margin buys on a scenario before setting it.
+MARGIN_TUNER = "vftune-efficiency"
+
+
+def tuner_goal(policy: str) -> VfGoal | None:
+    """The goal a vftune policy name gives (None: not a vftune policy); ValueError names a bad margin."""
+    name, colon, arg = policy.partition(":")
+    if name not in TUNERS:
+        return None
+    if not colon:
+        return VfGoal(TUNERS[name])
+    if name != MARGIN_TUNER:
+        raise ValueError(f"policy {policy!r}: only {MARGIN_TUNER} takes a throughput margin ({MARGIN_TUNER}:0.05)")
+    try:
+        goal = Goal.of(TUNERS[name], None, float(arg))
+    except ValueError as exc:
+        raise ValueError(f"policy {policy!r}: {exc}") from None
+    return VfGoal(goal.objective.value, None, goal.throughput_margin)
+
+
+def check_policy(policy: str) -> None:
+    """ValueError naming the policy unless the bench knows it."""
+    if policy not in POLICIES and tuner_goal(policy) is None:
+        raise ValueError(f"unknown policy {policy!r}; known: {', '.join(POLICIES)} (and {MARGIN_TUNER}:MARGIN)")
+
+
 def host_factory(policy: str) -> VfPolicyFactory:
     if policy in GUEST:
         return lambda pci, caps: Observe()
-    if policy in TUNERS:
-        return SearchFactory(default_goal=VfGoal(TUNERS[policy]))
+    goal = tuner_goal(policy)
+    if goal is not None:
+        return SearchFactory(default_goal=goal)
     if policy not in HOST:
-        raise ValueError(f"unknown policy {policy!r}; known: {', '.join(POLICIES)}")
+        check_policy(policy)
     return HOST[policy]

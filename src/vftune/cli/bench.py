@@ -74,7 +74,8 @@ class _Bar:
               help="Scenario TOML file to run (repeatable; format: docs/scenarios.md).")
 @click.option("--policy", "policies", multiple=True, metavar="NAME",
               help="Policy to run (repeatable; default: all). The oracle and the default always run: "
-                   "every score is taken against them.")
+                   "every score is taken against them. vftune-efficiency:0.05 runs the efficiency "
+                   "objective with a config rule's throughput_margin = 0.05.")
 @click.option("--seed", type=int, default=None, metavar="N", help="One seed: scenario instance and noise [0].")
 @click.option("--seeds", "seed_spec", default=None, metavar="LIST",
               help="Several seeds, e.g. 0-4 or 0,3: each figure is the mean with a 95% interval.")
@@ -94,7 +95,8 @@ def command(scenarios: tuple[str, ...], files: tuple[str, ...], policies: tuple[
     Each pair drives the real agent loop against the simulated host (no waiting: simulated
     time); the same seed gives every policy the same host, load and noise.
     """
-    from vftune.bench import POLICIES, QUICK_SCENARIOS, aggregate, oracle_warnings, run, targets
+    from vftune.bench import QUICK_SCENARIOS, aggregate, oracle_warnings, run, targets
+    from vftune.bench.registry import check_policy
     from vftune.cli.sim import register_scenario_files
     from vftune.sim.scenarios import SCENARIOS
 
@@ -103,8 +105,10 @@ def command(scenarios: tuple[str, ...], files: tuple[str, ...], policies: tuple[
         if name not in SCENARIOS:
             fail(f"--scenario {name!r}: unknown scenario; valid: {', '.join(SCENARIOS)}", 2)
     for name in policies:
-        if name not in POLICIES:
-            fail(f"--policy {name!r}: unknown policy; valid: {', '.join(POLICIES)}", 2)
+        try:
+            check_policy(name)
+        except ValueError as exc:
+            fail(f"--policy: {exc}", 2)
     if seed is not None and seed < 0:
         fail(f"--seed {seed}: must be >= 0", 2)
     if seed is not None and seed_spec is not None:
