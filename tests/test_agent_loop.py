@@ -28,7 +28,7 @@ def _searched_mixed_host(db) -> Agent:
     writes in force at once or at the VF's fetch alike; the earlier fit it kept is gone now
     that the probes are timed by the fetch.)"""
     host = SimHost("mixed-host", seed=0, speed=float("inf"))
-    agent = Agent(host, Store(db), vf_policy("search"), pf_controller("hybrid"), AgentConfig(fit_every=30))
+    agent = Agent(host, Store(db), vf_policy("search"), pf_controller("hybrid"), AgentConfig(fit_every_s=15.0))
     _run(agent, 300)
     return agent
 
@@ -178,7 +178,7 @@ def test_one_packet_size_everywhere_gives_no_cost_fit_and_says_why():
     # cannot be separated. (The tuner's probes vary the ACK mix and the interrupt rate enough to
     # separate them even here.)
     host = SimHost("paper-8vm", seed=3, speed=float("inf"))
-    agent = Agent(host, None, vf_policy("fixed:20000"), pf_controller("stock"), AgentConfig(fit_every=30))
+    agent = Agent(host, None, vf_policy("fixed:20000"), pf_controller("stock"), AgentConfig(fit_every_s=15.0))
     _run(agent, 120)
     report = agent.costs.report()
     assert report["fit"] is None and report["saved_cpu_s_per_s"] is None
