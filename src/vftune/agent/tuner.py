@@ -53,7 +53,8 @@ __all__ = ["Convergence", "Phase", "SearchTuner", "TunerOptions", "Window", "Win
 class TunerOptions:
     # After an ITR change, before a window may start. The interval in which the VF took the
     # change is never counted (WindowMeter), so this covers only what follows it: on the 82599
-    # a new EITR holds from the next interrupt and the queues drain in milliseconds. One tick.
+    # a new EITR holds from the next interrupt (on veth, `vftune testbed` saw NAPI's deferral
+    # knob act within the first 100-ms slice after a switch). One tick.
     settle_s: float = 0.25
     window_s: float = 0.5  # raised to the counters' refresh period when that is longer
     tolerance: float = 200.0  # accept interval, interrupts/s
