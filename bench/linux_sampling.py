@@ -79,7 +79,7 @@ def agent_child(root: Path) -> None:
     host = LinuxHost(root / "sys", root / "proc", None, ReplaySource(CountingHost(pfs, seed=2)))
     with tempfile.TemporaryDirectory() as tmp:
         store = Store(Path(tmp) / "vftune.db")
-        agent = Agent(host, store, vf_policy("search"), pf_controller("hybrid"), AgentConfig(fit_every=30))
+        agent = Agent(host, store, vf_policy("search"), pf_controller("hybrid"), AgentConfig(fit_every_s=15.0))
         sock = socket.create_server(("127.0.0.1", 0))
         api = ApiProcess(sock, ApiSettings(db=str(store.path), token_for_reads=False, log_level="warning",
                                            log_format="text", drain_s=1.0), "bench-token", agent, store)

@@ -104,3 +104,8 @@ def test_a_refresh_is_told_not_asked_and_the_clock_runs_at_the_hosts_rate() -> N
     assert 1000.0 <= now <= 1000.0 + 50.0 * (elapsed + 0.5)
     agent.update(view, wall=2000.0, clock_rate=0.0, degraded="disk full")  # a host that never waits
     assert agent.wall_now() == 2000.0 and agent.degraded == "disk full"
+    # A push whose clock lags the one carried on (the host fell behind the wall) does not move
+    # the API's clock back: an event stamped now is never after a read "until now" that follows.
+    stamped = agent.wall_now()
+    agent.update(view, wall=1990.0, clock_rate=0.0, degraded=None)
+    assert agent.wall_now() == stamped == 2000.0

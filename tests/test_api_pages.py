@@ -64,12 +64,13 @@ def test_openapi_still_documents_the_vfs_body_and_the_304(live):
 
 def test_history_pages_follow_the_cursor_through_raw_and_minute_rows_without_gaps(live):
     agent, client = live
-    _tick(agent, 300)  # 150 simulated s at 0.5-s ticks
+    _tick(agent, 600)  # 150 simulated s at 0.25-s ticks
     pci = next(vf.pci for vf in agent.view().vfs if vf.rx_bps)
     now = agent.wall_now()
     agent.store.prune(now - 60)  # older than a minute: rolled up to 1-minute rows
     everything = agent.store.samples(pci, 0, now, 1000)
-    assert any(r["dt"] > 1 for r in everything) and any(r["dt"] <= 1 for r in everything)
+    # raw rows span a second (four ticks), 1-minute rows up to a minute
+    assert any(r["dt"] > 1.5 for r in everything) and any(r["dt"] < 1.5 for r in everything)
     seen: list[float] = []
     seen_decisions: list[int] = []
     cursor = None

@@ -85,7 +85,7 @@ class RunConfig:
     # What it does.
     policy: str = "search"  # per-VF ITR policy spec (agent/policies.py)
     pf_mode: str = "hybrid"  # per-PF rx mode controller spec
-    interval: float = 0.5  # seconds of host time per tick (fresh counters allow windows this short)
+    interval: float = 0.25  # seconds of host time per tick (the PF's ethtool statistics may be read this often)
     # Longest interval (rx-usecs) a VF's own adaptive ITR may pick, for every VF; None = no bound.
     # The config file's per-VF max_interval_us rules will feed the same AgentConfig field.
     max_interval_us: int | None = None

@@ -32,6 +32,7 @@ from vftune.agent.policy import (
     VfPolicy,
     VfPolicyFactory,
 )
+from vftune.agent.recording import SampleRecorder
 from vftune.agent.sampling import RateDeriver
 from vftune.hostdriver.base import HostDriver, HostError
 from vftune.itr import same_itr, usecs_to_itr
@@ -67,10 +68,15 @@ MAX_FAILED_TICKS = 30
 
 @dataclass
 class AgentConfig:
-    interval: float = 0.5  # seconds of host time between ticks (windows of 0.5 s where counters allow)
-    maintain_every: int = 10  # ticks between retention passes (each a few small batches)
-    fit_every: int = 60  # ticks between cost-model fits
-    inventory_every: int = 60  # ticks between inventory re-reads (events trigger one sooner)
+    # Seconds of host time between ticks: the PF's ethtool statistics may be read this often
+    # (GSTATS_MIN_INTERVAL_S), so a probe's 0.5-s window starts one tick after the VF took it.
+    interval: float = 0.25
+    maintain_every_s: float = 5.0  # between retention passes (each a few small batches)
+    fit_every_s: float = 30.0  # between cost-model fits
+    inventory_every_s: float = 30.0  # between inventory re-reads (events trigger one sooner)
+    # History: one row per VF and PF each this many seconds, merged from the ticks' samples
+    # (agent/recording.py); decisions are recorded as they happen. 0: every tick's.
+    record_every_s: float = 1.0
     # Operators' rules: the longest interval (rx-usecs) a VF's own adaptive ITR may choose, by
     # VF PCI address or "*" for every VF; applied as a lower ITR bound when the VF is found or
     # changes owner. The one place such rules enter the agent (RunConfig.max_interval_us today,
@@ -189,6 +195,7 @@ class Agent:
         self.lock = threading.Lock()  # guards vfs/pfs/inventory for API readers
         self._run_id: int | None = None
         self.costs = CostTracker()
+        self._recorder = SampleRecorder(self.config.record_every_s)
         self._refresh_reason: str | None = None
         self._guest_of: dict[str, str] = {}
         self.rules = rules or EMPTY  # the config file's [[rule]]s; set_rules() swaps them
@@ -384,7 +391,7 @@ class Agent:
     def tick(self) -> None:
         started = time.monotonic()
         decisions: list[Decision] = []
-        if self._refresh_reason is not None or (self.ticks and self.ticks % self.config.inventory_every == 0):
+        if self._refresh_reason is not None or (self.ticks and self._due(self.config.inventory_every_s)):
             reason, self._refresh_reason = self._refresh_reason, None
             if reason:
                 log.info("inventory refresh: %s", reason)
@@ -431,12 +438,21 @@ class Agent:
             self._tick_counts[bisect.bisect_left(TICK_BUCKETS, took)] += 1
             self._tick_sum += took
         self.costs.add(vf_samples, self._guest_of)
-        if self.ticks % self.config.fit_every == 0:
+        if self._due(self.config.fit_every_s):
             self._refit_costs(pf_samples, now)
         if self.store is not None:
-            self.store.record_tick(now, vf_samples, pf_samples, decisions)
-            if self.ticks % self.config.maintain_every == 0:
+            self._recorder.add(snap.time, vf_samples, pf_samples)
+            if self._recorder.due(snap.time):
+                self.store.record_tick(now, *self._recorder.take(), decisions)
+            else:
+                self.store.record_decisions(decisions)
+            if self._due(self.config.maintain_every_s):
                 self.store.maintain(now)
+
+    def _due(self, every_s: float) -> bool:
+        """Whether this tick is one of every `every_s` seconds' worth (counted in ticks, so a
+        simulated run does the same work at any speed)."""
+        return self.ticks % max(1, round(every_s / self.config.interval)) == 0
 
     def _count_decisions(self, decisions: list[Decision]) -> None:
         for d in decisions:
@@ -678,6 +694,10 @@ class Agent:
                 st.itr, st.pending_itr = 0, None
             self._count_decisions(decisions)
         if self.store is not None:
+            vf_rows, pf_rows = self._recorder.take()  # the part of a row before the stop
+            if vf_rows or pf_rows:
+                self.store.record_tick(self.wall(max((s.t for s in vf_rows), default=self.host.now())),
+                                       vf_rows, pf_rows, [])
             self.store.record_decisions(decisions)
             if self._run_id is not None:
                 self.store.stop_run(self._run_id, t, "clean")

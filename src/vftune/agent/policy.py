@@ -10,7 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
-from vftune.itr import quantize_itr
+from vftune.itr import quantize_itr, same_itr
 from vftune.model import Capabilities, ItrDecision, ModeDecision, PfSample, VfSample
 
 
@@ -83,7 +83,10 @@ class FixedItr(VfPolicy):
         self.name = f"fixed-{itr}"
 
     def step(self, sample: VfSample) -> ItrDecision | None:
-        # The 82599 delivers whole 2.048-us steps: 20000/s reads back as 20345/s.
+        # The 82599 delivers whole 2.048-us steps: 20000/s reads back as 20345/s. A write on its
+        # way (the patched VF takes it at its next fetch) is not asked for again.
+        if sample.itr_pending is not None and same_itr(sample.itr_pending, self.itr):
+            return None
         if sample.itr != quantize_itr(self.itr):
             return ItrDecision(self.itr, f"fixed policy: {self.itr}/s")
         return None

@@ -51,7 +51,11 @@ __all__ = ["Convergence", "Phase", "SearchTuner", "TunerOptions", "Window", "Win
 
 @dataclass(frozen=True)
 class TunerOptions:
-    settle_s: float = 0.5  # after an ITR change, before a window may start
+    # After an ITR change, before a window may start. The interval in which the VF took the
+    # change is never counted (WindowMeter), so this covers only what follows it: on the 82599
+    # a new EITR holds from the next interrupt (on veth, `vftune testbed` saw NAPI's deferral
+    # knob act within the first 100-ms slice after a switch). One tick.
+    settle_s: float = 0.25
     window_s: float = 0.5  # raised to the counters' refresh period when that is longer
     tolerance: float = 200.0  # accept interval, interrupts/s
     rel_tolerance: float = 0.2  # ... or a bracket within 20% (high/low)

@@ -26,6 +26,7 @@ from __future__ import annotations
 import itertools
 import json
 import logging
+import math
 import os
 import pickle
 import signal
@@ -79,6 +80,8 @@ class RemoteAgent:
         self._link = link
         self._view: AgentView | None = None
         self._anchor = (0.0, 0.0, 1.0)  # host wall time at a push, monotonic time then, clock rate
+        self._latest = -math.inf  # the latest time wall_now() gave
+        self._clock_lock = threading.Lock()
         self.ticks = -1
         self.degraded: str | None = None
         self.has_view = threading.Event()
@@ -94,9 +97,14 @@ class RemoteAgent:
         return self._view
 
     def wall_now(self) -> float:
-        """The host's clock now: a simulated host's may run faster than the wall (rate)."""
+        """The host's clock now: a simulated host's may run faster than the wall (rate). Never
+        earlier than a time given before: a push whose clock lags the one carried on would
+        otherwise stamp a new event before one a client just posted, and a read up to "now"
+        would miss it."""
         wall, at, rate = self._anchor
-        return wall + (time.monotonic() - at) * rate
+        with self._clock_lock:
+            self._latest = max(self._latest, wall + (time.monotonic() - at) * rate)
+            return self._latest
 
     def request_refresh(self, reason: str) -> None:
         self._link.tell("request_refresh", reason)

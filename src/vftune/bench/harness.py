@@ -1,7 +1,7 @@
 """Side-by-side benchmark: every simulator scenario with every VF policy, in simulated time.
 
 Each (scenario, policy, seed) runs the real Agent loop (store=None, PFs left in stock NAPI)
-against SimHost(speed=inf): one tick every TICK_S (0.5 s) of simulated time. A host-run policy is the agent's
+against SimHost(speed=inf): one tick every TICK_S (0.25 s) of simulated time. A host-run policy is the agent's
 policy on every tunable VF; a guest-run one (the guests' adaptive ITR, DIM) runs inside the
 simulated guests while the agent only observes (groundtruth.py). The seed fixes the scenario
 instance and its noise, so every policy of a scenario sees the same host, load and bursts. The
@@ -44,7 +44,7 @@ from vftune.sim.sweep import tunable_vfs
 
 STATIONARY_S = 600.0  # 10 simulated minutes: a cold search, a steady state, for half the VFs a periodic restart
 CYCLES = 2  # phased scenarios: every phase twice, so the first phase's return is a phase change too
-TICK_S = 0.5  # the agent's own tick: each snapshot reads fresh counters (the PF's ethtool statistics)
+TICK_S = AgentConfig().interval  # the agent's own tick: each snapshot reads fresh counters (the PF's ethtool statistics)
 REFERENCES = ("default", ORACLE)  # always run: every score is taken against them
 QUICK_SCENARIOS = ("paper-3vm", "rr-mix", "saturated-rr-bulk", "steps-10s")
 QUICK_DURATION_S = 300.0

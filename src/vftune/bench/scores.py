@@ -368,6 +368,10 @@ def oracle_warnings(results: list[PairResult], objective: str = "throughput") ->
     return list(dict.fromkeys(out))
 
 
+# From a decision to the VF running it: the patched VF's slow fetch (2 s) and a tick.
+SETTING_LAG_S = 2.5
+
+
 def tuner_figures(made: dict[str, Recording], segments: list[tuple[float, float]],
                    settled: dict[str, list[Settle]]) -> dict[str, Any]:
     """vftune's own view: probes told until each VF settled, and why it restarted."""
@@ -385,7 +389,9 @@ def tuner_figures(made: dict[str, Recording], segments: list[tuple[float, float]
             # Cold: the first search's probes. After a phase change: every probe told from the
             # change to the convergence the VF then held (a search restarted on the way keeps
             # counting, and so does one that was running when the phase changed).
-            settled_from = start if i == 0 else start + st.at - 1e-6
+            # The converged setting is in force from its fetch by the VF, up to SETTING_LAG_S
+            # after the decision; a search that converged on the rate in force needs no fetch.
+            settled_from = start if i == 0 else start + st.at - SETTING_LAG_S
             done = next((c.t for c in tuner.convergences if settled_from <= c.t < end), None)
             if done is None:
                 continue

@@ -80,13 +80,16 @@ def open_host(config: RunConfig, journal: Journal) -> HostDriver:
         from vftune.sim.host import SimHost
 
         return SimHost(config.sim, seed=config.seed, speed=config.speed)
-    from vftune.hostdriver.linux.guest_agent.socket_drops import DropsLimits
+    from vftune.hostdriver.linux.guest_agent.socket_drops import DEFAULT_DROPS_LIMITS, DropsLimits
     from vftune.hostdriver.linux.host import LinuxHost
 
     return LinuxHost(sysfs_root=config.sysfs_root, procfs_root=config.procfs_root, libvirt_uri=config.libvirt,
                      journal=journal, guest_agent=config.guest_agent,
                      guest_agent_sockets=config.guest_agent_sockets, guest_rx_drops=config.guest_rx_drops,
-                     guest_rx_drops_limits=DropsLimits(interval_s=config.interval))
+                     # Each read is a few guest-agent calls in the guest: no more often than
+                     # every 0.5 s, whatever the tick (the tuner's windows are 0.5 s).
+                     guest_rx_drops_limits=DropsLimits(interval_s=max(config.interval,
+                                                                      DEFAULT_DROPS_LIMITS.interval_s)))
 
 
 @click.command("run")

@@ -48,7 +48,7 @@ FILE_COMMANDS = ("guest-file-open", "guest-file-read", "guest-file-close")
 
 @dataclass(frozen=True)
 class DropsLimits:
-    interval_s: float = 0.5  # at most one read of a guest per this (the tick interval)
+    interval_s: float = 0.5  # at most one read of a guest per this (the tuner's window)
     max_age_s: float = 2.0  # a count read longer ago is left out of latest()
     call_timeout_s: float = 2.0  # one agent command
     read_deadline_s: float = 5.0  # one read of a guest: both files, every call

@@ -1,0 +1,92 @@
+"""What the store keeps of the ticks' samples: one row per VF and per PF each record period.
+
+The agent ticks every 0.25 s so that the tuner's windows start soon after a change; history at
+that rate would quadruple the store for nothing an operator reads. The ticks' samples are
+merged over the period, each weighted by its interval, so a rate in a row is the rate over the
+whole row, and a short burst still counts in it. Pure: samples in, merged samples out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import replace
+
+from vftune.model import PfSample, VfSample
+
+__all__ = ["SampleRecorder", "merge_pf_samples", "merge_vf_samples"]
+
+# Per-second rates (or shares of a second) of a VfSample: the row's value is their mean over time.
+VF_RATES = ("rx_pps", "rx_bps", "tx_pps", "tx_bps", "interrupts_per_s", "guest_cpu", "port_rx_bps",
+            "port_rx_capacity_bps", "port_rx_share_bps", "rx_dropped_pps", "guest_bps", "rx_dropped_share_pps")
+PF_RATES = ("rx_pps", "rx_bps")
+
+
+def _mean(samples: Sequence[VfSample | PfSample], name: str, dt: float) -> float | None:
+    values: list[float | None] = [getattr(s, name) for s in samples]
+    known = [v for v in values if v is not None]
+    if len(known) < len(values):
+        return None  # not known for part of the row: not known for the row
+    if dt <= 0:
+        return known[-1]
+    return sum(v * s.dt for v, s in zip(known, samples)) / dt
+
+
+def merge_vf_samples(samples: Sequence[VfSample]) -> VfSample:
+    """One VF's consecutive samples as one over their whole span; the setting is the last's."""
+    if not samples:
+        raise ValueError("no samples to merge")
+    if len(samples) == 1:
+        return samples[0]
+    last = samples[-1]
+    dt = sum(s.dt for s in samples)
+    counts = [s.interrupts for s in samples]
+    merged: dict[str, object] = {name: _mean(samples, name, dt) for name in VF_RATES}
+    # rx/tx rates are never None; the zero default keeps their type a float
+    for name in ("rx_pps", "rx_bps", "tx_pps", "tx_bps"):
+        merged[name] = merged[name] or 0.0
+    return replace(last, dt=dt, interrupts=None if any(c is None for c in counts) else sum(c or 0 for c in counts),
+                   fresh=any(s.fresh for s in samples), **merged)  # type: ignore[arg-type]
+
+
+def merge_pf_samples(samples: Sequence[PfSample]) -> PfSample:
+    """One PF's consecutive samples as one; the mode and switch count are the last's."""
+    if not samples:
+        raise ValueError("no samples to merge")
+    dt = sum(s.dt for s in samples)
+    return replace(samples[-1], dt=dt, rx_pps=_mean(samples, "rx_pps", dt) or 0.0,
+                   rx_bps=_mean(samples, "rx_bps", dt) or 0.0)
+
+
+class SampleRecorder:
+    """Collects each tick's samples and hands them back merged once every `every_s` of host time."""
+
+    def __init__(self, every_s: float) -> None:
+        if not every_s >= 0:
+            raise ValueError(f"every_s must be >= 0, got {every_s!r}")
+        self.every_s = every_s
+        self._vfs: dict[str, list[VfSample]] = {}
+        self._pfs: dict[str, list[PfSample]] = {}
+        self._since: float | None = None  # start of the period being collected
+
+    def add(self, t: float, vf_samples: Iterable[VfSample], pf_samples: Iterable[PfSample]) -> None:
+        for s in vf_samples:
+            if self._since is None:
+                self._since = s.t - s.dt
+            self._vfs.setdefault(s.pci, []).append(s)
+        for p in pf_samples:
+            if self._since is None:
+                self._since = p.t - p.dt
+            self._pfs.setdefault(p.pf, []).append(p)
+        if self._since is None:
+            self._since = t
+
+    def due(self, t: float) -> bool:
+        """Whether the period has run its length at host time t (with 1 ms for float steps)."""
+        return self._since is not None and t - self._since >= self.every_s - 1e-3
+
+    def take(self) -> tuple[list[VfSample], list[PfSample]]:
+        """The period's samples merged per VF and per PF, and a new period begun."""
+        vfs = [merge_vf_samples(v) for v in self._vfs.values()]
+        pfs = [merge_pf_samples(p) for p in self._pfs.values()]
+        self._vfs, self._pfs, self._since = {}, {}, None
+        return vfs, pfs
