@@ -18,7 +18,6 @@ __all__ = ["SampleRecorder", "merge_pf_samples", "merge_vf_samples"]
 # Per-second rates (or shares of a second) of a VfSample: the row's value is their mean over time.
 VF_RATES = ("rx_pps", "rx_bps", "tx_pps", "tx_bps", "interrupts_per_s", "guest_cpu", "port_rx_bps",
             "port_rx_capacity_bps", "port_rx_share_bps", "rx_dropped_pps", "guest_bps", "rx_dropped_share_pps")
-PF_RATES = ("rx_pps", "rx_bps")
 
 
 def _mean(samples: Sequence[VfSample | PfSample], name: str, dt: float) -> float | None:
