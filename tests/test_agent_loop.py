@@ -67,13 +67,16 @@ def test_the_cost_model_is_fitted_and_sets_the_pfs_cliffs(searched):
     report = searched.costs.report()
     fit = report["fit"]
     assert fit is not None and fit["rms_relative"] < 0.3
-    assert min(fit[k] for k in ("alpha", "beta", "gamma")) > 0
-    # The fit sees only counters, and the simulated guest's costs are not linear in them (GRO merges
-    # more packets per poll at fewer interrupts), so it finds each interrupt's marginal cost: at
-    # least what an interrupt itself costs (guest, VM exits and host forwarding), not wildly more.
+    # Each guest's packet sizes are its own, so the bytes' cost sits in its per-packet cost (alpha 0).
+    assert fit["alpha"] >= 0 and fit["beta"] > 0 and fit["gamma"] > 0
+    # The guests' CPU is what the fit sees: an interrupt costs a guest its handler and VM exits
+    # (the host's forwarding is the host's). mixed-host's request/response guests serve more
+    # transactions at higher rates, work that is theirs and not the interrupts' (a pooled fit
+    # found 2.7 times the cost); GRO makes the marginal cost of a bulk guest's interrupt a little
+    # more than the handler's.
     plat = platform_for(build("mixed-host"))
-    interrupt_cost = (plat.per_interrupt_s + plat.host_irq_s) * 1e3
-    assert interrupt_cost < report["cpu_per_1000_interrupts_s"] < interrupt_cost * 4
+    guest_interrupt_cost = plat.per_interrupt_s * 1e3
+    assert 0.85 * guest_interrupt_cost < report["cpu_per_1000_interrupts_s"] < 1.25 * guest_interrupt_cost
     modes = {name: st.controller_state for name, st in searched.pfs.items()}
     assert all(m["cliff_source"] == "cost model" for m in modes.values()), "the PFs' cliff comes from the fit"
 
@@ -174,16 +177,28 @@ def test_fixed_policy_outside_the_host_range_is_refused():
         agent.start()
 
 
-def test_one_packet_size_everywhere_gives_no_cost_fit_and_says_why():
-    # 512-byte streams at one fixed rate: bytes, packets and interrupts move together, the costs
-    # cannot be separated. (The tuner's probes vary the ACK mix and the interrupt rate enough to
-    # separate them even here.)
+def test_one_fixed_rate_still_gives_the_interrupt_cost():
+    # 512-byte streams at one fixed rate: bytes and packets move together (no bytes' cost apart
+    # from the packets'), but the load's own noise moves the packets under a fixed interrupt
+    # rate, and with them the interrupts per packet, which is what the interrupt cost needs.
     host = SimHost("paper-8vm", seed=3, speed=float("inf"))
     agent = Agent(host, None, vf_policy("fixed:20000"), pf_controller("stock"), AgentConfig(fit_every_s=15.0))
     _run(agent, 120)
     report = agent.costs.report()
+    assert report["fit"] is not None and report["fit"]["alpha"] == 0.0
+    guest_interrupt_cost = platform_for(build("paper-8vm", 3)).per_interrupt_s * 1e3
+    assert report["cpu_per_1000_interrupts_s"] == pytest.approx(guest_interrupt_cost, rel=0.15)
+
+
+def test_a_guest_that_takes_no_interrupts_gives_no_cost_fit_and_says_why():
+    # One guest at line rate, its CPU full: under NAPI it takes next to no interrupts at any
+    # ITR, so its interrupts per packet never move and their cost cannot be told.
+    host = SimHost("paper-1vm", seed=3, speed=float("inf"))
+    agent = Agent(host, None, vf_policy("search"), pf_controller("stock"), AgentConfig(fit_every_s=15.0))
+    _run(agent, 480)
+    report = agent.costs.report()
     assert report["fit"] is None and report["saved_cpu_s_per_s"] is None
-    assert report["note"].startswith("fit not usable")
+    assert "interrupts per packet moved" in report["note"]
 
 
 class _GuestLeaves(SimHost):

@@ -1,9 +1,11 @@
-"""Cost model: recovery of known coefficients from noisy rows, and clear failures."""
+"""Cost model: recovery of known coefficients from noisy rows, one per-packet cost per guest, and clear failures."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from vftune.agent.costmodel import cliff_inputs, fit, row
 from vftune.agent.hybrid import cliff_rate
@@ -62,20 +64,64 @@ def test_rows_that_cannot_separate_the_costs_are_refused():
         fit([(1, 1, 1, 1)])
 
 
-def test_eigh3_agrees_with_numpy_on_random_symmetric_matrices():
-    import numpy as np
+SIZES = (100, 1500, 600, 1200, 300, 900)  # bytes per packet, not in the order of the guests' work
 
-    from vftune.agent.costmodel import eigh3
 
-    rng = np.random.default_rng(11)
-    for _ in range(200):
-        b = rng.normal(size=(3, 3)) * rng.choice([1e-3, 1.0, 1e4])
-        m = b @ b.T
-        values, vectors = eigh3(m.tolist())
-        ref_values, ref_vectors = np.linalg.eigh(m)
-        assert np.allclose(values, ref_values, rtol=1e-9, atol=1e-12 * abs(ref_values).max())
-        for i in range(3):
-            # An eigenvector up to sign: M v = lambda v.
-            v = np.array(vectors[i])
-            assert np.allclose(m @ v, values[i] * v, atol=1e-8 * abs(ref_values).max())
-            assert abs(np.linalg.norm(v) - 1) < 1e-12
+def guest_rows(seed: int, alpha: float, gamma: float, app_per_kp: dict[str, float], n: int = 60):
+    """Rows of guests that each run their own application (its CPU per packet) at their own
+    packet size. A request/response guest's transactions rise with its interrupt rate, so its
+    interrupts per packet are highest where its application's work is too: pooled, that work
+    reads as interrupt cost."""
+    rng = np.random.default_rng(seed)
+    rows, guests = [], []
+    for g, (name, app) in enumerate(app_per_kp.items()):
+        size = SIZES[g]
+        for _ in range(n):
+            n_kp = rng.uniform(50, 500)
+            n_mb = n_kp * size / 1e3
+            n_ki = n_kp * (0.05 + 0.1 * g + rng.uniform(0, 0.3))  # the tuner's probes
+            rows.append((alpha * n_mb + (0.37 + app) * n_kp + gamma * n_ki, n_mb, n_kp, n_ki))
+            guests.append(name)
+    return rows, guests
+
+
+def test_a_guests_own_work_is_not_taken_for_interrupt_cost():
+    rows, guests = guest_rows(3, 0.13, 1.43, {"bulk": 0.0, "web": 2.0, "cache": 4.0, "db": 6.0})
+    f = fit(rows, guests)
+    assert f.gamma == pytest.approx(1.43, rel=1e-6)
+    assert f.rms_relative < 1e-9
+    # beta: the guests' per-packet costs, weighted by their packets (alpha is in alpha, not here).
+    assert 0.37 < f.beta < 0.37 + 6.0
+    # One guest for all rows (Geist's single machine) cannot tell the applications apart.
+    assert abs(fit(rows).gamma - 1.43) > 0.5
+
+
+def test_noisy_guest_rows_give_the_interrupt_cost_within_a_few_percent():
+    rows, guests = guest_rows(5, 0.13, 1.43, {"bulk": 0.0, "web": 2.0, "db": 6.0}, n=200)
+    rng = np.random.default_rng(6)
+    noisy = [(r[0] * (1 + rng.normal(0, 0.01)), *r[1:]) for r in rows]
+    assert fit(noisy, guests).gamma == pytest.approx(1.43, rel=0.05)
+
+
+@settings(max_examples=60, deadline=None)
+@given(alpha=st.floats(0.0, 1.0), gamma=st.floats(0.01, 10.0),
+       apps=st.lists(st.floats(0.0, 20.0), min_size=1, max_size=6), seed=st.integers(0, 2**32 - 1))
+def test_exact_rows_give_gamma_and_each_guests_cost(alpha, gamma, apps, seed):
+    rows, guests = guest_rows(seed, alpha, gamma, {f"g{i}": a for i, a in enumerate(apps)}, n=12)
+    f = fit(rows, guests)
+    assert f.gamma == pytest.approx(gamma, rel=1e-6, abs=1e-9)
+    assert f.rms_relative < 1e-6
+    packets = {}
+    for g, r in zip(guests, rows):
+        packets[g] = packets.get(g, 0.0) + r[2]
+    # Each guest's packet size is its own here, so alpha folds into its beta and the total is exact.
+    expected = sum((0.37 + apps[int(g[1:])] + alpha * SIZES[int(g[1:])] / 1e3) * p
+                   for g, p in packets.items()) / sum(packets.values())
+    assert f.alpha == 0.0
+    assert f.beta == pytest.approx(expected, rel=1e-6)
+
+
+def test_guest_labels_must_match_the_rows():
+    rows, guests = guest_rows(1, 0.1, 1.0, {"a": 0.0})
+    with pytest.raises(ValueError, match="load labels"):
+        fit(rows, guests[:-1])

@@ -1,12 +1,14 @@
 """The host's own CPU cost model, fitted from the agent's samples (Geist et al.'s T = aMB + bkP + ckI).
 
-Each fresh VF sample with a known guest CPU and interrupt count is one row. The tuner's probes
-move the interrupt rate while the load stays put, which is what makes the interrupt cost
-separable from the per-packet and per-byte costs. Pure: samples in, a fit and a report out.
+Each interval gives one row per guest (its CPU covers all its VFs), labelled with the guest:
+each guest has its own per-packet cost (costmodel). The tuner's probes move the interrupt rate
+while the load stays put, which is what makes the interrupt cost separable from the per-packet
+and per-byte costs. Pure: samples in, a fit and a report out.
 """
 
 from __future__ import annotations
 
+import math
 from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -22,7 +24,7 @@ class CostTracker:
     min_rows: int = 30
     min_row_bps: float = 10e6
     max_rms_relative: float = 0.3
-    rows: deque[costmodel.Row] = field(default_factory=deque)
+    rows: deque[tuple[str, costmodel.Row]] = field(default_factory=deque)  # (guest/size, row)
     fit: costmodel.CostFit | None = None
     last_error: str | None = None
     # Interrupt rate each VF had under its own adaptive ITR, before the agent set anything.
@@ -46,7 +48,7 @@ class CostTracker:
             guest = guest_of.get(s.pci)
             if guest is not None:
                 per_guest.setdefault(guest, []).append(s)
-        for group in per_guest.values():
+        for guest, group in per_guest.items():
             cpu = group[0].guest_cpu
             if cpu is None or any(not s.fresh or s.interrupts is None for s in group):
                 continue
@@ -56,7 +58,12 @@ class CostTracker:
                 continue
             packets = sum((s.rx_pps + s.tx_pps) * s.dt for s in group)
             interrupts = sum(s.interrupts or 0 for s in group)
-            self.rows.append(costmodel.row(cpu * group[0].dt, nbytes, packets, interrupts))
+            if packets <= 0:
+                continue
+            # A guest's work per packet is its application's, which changes with its load: rows
+            # are told apart by guest and by their packets' size (to a factor of two).
+            load = f"{guest}/{round(math.log2(max(nbytes / packets, 1.0)))}"
+            self.rows.append((load, costmodel.row(cpu * group[0].dt, nbytes, packets, interrupts)))
 
     def refit(self) -> costmodel.CostFit | None:
         """Fit over the rows held; keeps the previous fit when the rows cannot separate the costs."""
@@ -64,13 +71,13 @@ class CostTracker:
             self.last_error = f"{len(self.rows)} rows so far, {self.min_rows} needed"
             return None
         try:
-            fit = costmodel.fit(self.rows)
+            fit = costmodel.fit([r for _, r in self.rows], [g for g, _ in self.rows])
         except ValueError as exc:
             self.last_error = str(exc)
             return None
         if min(fit.alpha, fit.beta, fit.gamma) < 0 or fit.rms_relative > self.max_rms_relative:
-            # Typically one packet size everywhere: bytes and packets move together and the
-            # per-byte and per-packet costs cannot be told apart. Keep the last usable fit.
+            # A cost below zero (the interrupts per packet hardly moved, and noise decided) or
+            # rows the model does not explain: keep the last usable fit.
             self.last_error = (
                 f"fit not usable: alpha {fit.alpha:.3g}, beta {fit.beta:.3g}, gamma {fit.gamma:.3g}, "
                 f"rms error {fit.rms_relative:.0%} over {fit.rows} rows"
