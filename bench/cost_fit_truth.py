@@ -46,7 +46,8 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=5)
     parser.add_argument("--duration", type=float, default=300.0)
     args = parser.parse_args()
-    print("| scenario | interrupt, simulator us | fitted, one cost per load (the agent), us | pooled as one machine, us | rows | note |")
+    print("| scenario | interrupt, simulator us | fitted, one cost per load (the agent), us "
+          "| pooled as one machine, us | rows | note |")
     print("|---|---|---|---|---|---|")
     for name in args.scenarios:
         agent, truth_s = fitted(name, args.seed, args.duration)
