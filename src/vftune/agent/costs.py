@@ -1,9 +1,9 @@
 """The host's own CPU cost model, fitted from the agent's samples (Geist et al.'s T = aMB + bkP + ckI).
 
-Each interval gives one row per guest (its CPU covers all its VFs), labelled with the guest:
-each guest has its own per-packet cost (costmodel). The tuner's probes move the interrupt rate
-while the load stays put, which is what makes the interrupt cost separable from the per-packet
-and per-byte costs. Pure: samples in, a fit and a report out.
+Each interval gives one row per guest (its CPU covers all its VFs), labelled with its load
+(the guest and its packets' size), which has its own per-packet cost (costmodel). The tuner's
+probes move the interrupt rate while the load stays put, which is what makes the interrupt cost
+separable from the per-packet and per-byte costs. Pure: samples in, a fit and a report out.
 """
 
 from __future__ import annotations
