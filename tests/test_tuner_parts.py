@@ -57,6 +57,15 @@ def test_a_decision_renders_its_cause_first_and_is_read_back_from_the_text():
     assert Cause.of_reason("owner changed (was vm1): back to adaptive") is None
 
 
+def test_a_reference_taken_again_says_which_evidence_decided():
+    burst = TunerEvent(9.0, Cause.REFERENCE, {"change": 0.9, "lasted_s": 30, "ref_s": 12, "mbps": 900})
+    level = TunerEvent(9.0, Cause.REFERENCE, {"change": -0.63, "lasted_s": 30, "held_share": 0.36, "mbps": 900})
+    assert burst.text() == ("reference: rate +90% for 30 s outlasted the level before it (12 s) (900 Mbit/s): "
+                            "the reference was a burst, taken again")
+    assert level.text() == ("reference: rate -63% for 30 s returns to a level the hold spent 36% of its windows "
+                            "at (900 Mbit/s): the reference was a burst, taken again")
+
+
 def test_a_missing_field_drops_only_its_clause():
     assert TunerEvent(0.0, Cause.PROBE, {"n": 2, "of": 9, "itr": 20345}).text() == "probe: 2 of 9, 20345/s"
 
@@ -162,6 +171,26 @@ def test_a_shift_that_outlasts_its_reference_retakes_it_without_a_change():
     changes = [d.observe(window(6 + 2 * i, 4e9), lambda k: 2) for i in range(40)]
     assert [c.kind for c in changes if c is not None] == ["reference"]
     assert d.reference is not None and d.reference.bps == pytest.approx(4e9)
+
+
+def test_a_shift_back_to_a_level_the_hold_already_held_retakes_the_reference():
+    # The hold began in a burst, dropped to the load's level, burst again for 22 s (a long burst
+    # outvotes the level in the median) and came back: the load moved between its own levels.
+    d = ChangeDetector(rate_change=0.3, rate_change_s=30.0)
+    levels = [3e9] * 3 + [1e9] * 14 + [3e9] * 22 + [1e9] * 40
+    changes = [c for i, bps in enumerate(levels)
+               if (c := d.observe(window(float(i), bps, duration=1.0), lambda k: 2)) is not None]
+    assert [c.kind for c in changes] == ["reference"]
+    assert 0.3 < changes[0].seen_share < 0.4  # 14 of the hold's ~40 windows
+    assert d.reference is not None and d.reference.bps == pytest.approx(1e9)
+
+
+def test_a_shift_to_a_level_only_noise_touched_is_a_change():
+    d = ChangeDetector(rate_change=0.3, rate_change_s=30.0)
+    levels = [3e9] * 60 + [1.5e9] * 4 + [3e9] * 20 + [1e9] * 40  # a 4-s dip is not a level
+    found = [(i, c) for i, bps in enumerate(levels)
+             if (c := d.observe(window(float(i), bps, duration=1.0), lambda k: 2)) is not None]
+    assert found[0][1].kind == "rate" and found[0][0] == 84 + 29  # 30 s after the step
 
 
 def noisy_load(seed: int, seconds: int, level: float, sigma: float, burst: float, start_bursting: bool) -> list[float]:

@@ -76,6 +76,7 @@ _TEMPLATES: dict[Cause, tuple[str, ...]] = {
     Cause.IDLE: ("load fell to {mbps} Mbit/s, holding {itr}",),
     Cause.REFERENCE: ("rate {change} for {lasted_s} s", " is the load {itr} was measured at in its search",
                       " outlasted the level before it ({ref_s} s)",
+                      " returns to a level the hold spent {held_share} of its windows at",
                       " ({mbps} Mbit/s): the reference was a burst, taken again"),
     Cause.REMEASURE: ("{itr} idle for part of its window ({mbps} Mbit/s over it): measured again",),
     Cause.PORT: ("saturated ({load} of line rate): judged on the VF's share, {credited_mbps} of {mbps} Mbit/s",),
@@ -84,7 +85,8 @@ def _share(value: object) -> str:
     return f"{float(value):.0%}" if isinstance(value, (int, float)) else str(value)
 
 
-_FORMATS: dict[str, Callable[[object], str]] = {"itr": _rate, "seen": _rate, "change": _pct, "load": _share}
+_FORMATS: dict[str, Callable[[object], str]] = {"itr": _rate, "seen": _rate, "change": _pct, "load": _share,
+                                               "held_share": _share}
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import bisect
 import math
 from collections import deque
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 from vftune.model import VfSample
@@ -161,6 +161,10 @@ class MedianPool:
 
     def first(self) -> Window:
         return self._order[0][2]
+
+    def windows(self) -> Iterator[Window]:
+        """The windows in arrival order."""
+        return (entry[2] for entry in self._order)
 
     def median(self, after: Sequence[Window] = ()) -> Window:
         """median_window of these windows followed by `after` (a few more, not kept)."""
