@@ -14,7 +14,6 @@ from hypothesis import strategies as st
 
 from vftune.agent.causes import Cause, TunerEvent
 from vftune.agent.change import ChangeDetector
-from vftune.agent.holdcheck import HoldCheck
 from vftune.agent.itr_search import ItrSearch, SearchConfig
 from vftune.agent.memory import (
     ClassMemory,
@@ -248,49 +247,6 @@ def test_two_idle_windows_are_idle():
     flood = dataclasses.replace(window(2, 0.0), interrupts=160_000)  # 80000/s, nothing received
     assert starving.observe(flood, lambda k: 2) is None
     assert starving.observe(dataclasses.replace(flood, start=4.0, end=6.0), lambda k: 2).kind == "starved"
-
-
-# ---- hold check ----------------------------------------------------------------------------
-
-def dropping(t: float, bps: float, delivered: float) -> Window:
-    """A 1-s window whose guest reported dropping all but `delivered` of `bps`."""
-    return dataclasses.replace(window(t, bps, duration=1.0), dropped_bits=bps * (1.0 - delivered))
-
-
-def test_a_hold_that_delivers_its_searchs_share_passes_once_and_one_well_under_it_falls_short():
-    check = HoldCheck(span_s=30.0, margin=0.25)
-    check.start(0.5)
-    assert all(check.observe(dropping(i, 1e9, 0.45)) is None for i in range(40))  # within the margin
-    assert not check.armed  # judged once, after 30 s
-    check.start(0.5)
-    outcomes = [check.observe(dropping(i, 1e9, 0.5 if i % 2 else 0.0)) for i in range(30)]
-    assert all(o is None for o in outcomes[:-1])
-    short = outcomes[-1]
-    assert short is not None and short.share == pytest.approx(0.25) and short.expected == 0.5 and short.span_s == 30
-    # The next holds within quiet_s of it are not checked: at most one search more per period.
-    check.start(0.5, t=100.0)
-    assert not check.armed
-    check.start(0.5, t=30.0 + check.quiet_s)
-    assert check.armed
-
-
-def test_a_hold_without_drops_known_or_without_a_share_is_not_checked():
-    check = HoldCheck()
-    check.start(0.5)
-    assert all(check.observe(window(i, 1e9, duration=1.0)) is None for i in range(60))  # no drops reported
-    assert check.armed
-    check.start(None)
-    assert all(check.observe(dropping(i, 1e9, 0.0)) is None for i in range(60))
-
-
-def test_a_search_reports_the_share_its_values_came_to_only_when_all_had_a_scale():
-    s = ItrSearch(1000, 100000, 200)
-    rates = []
-    for value, scale in ((4e8, 1e9), (3e8, 1e9), (5e8, None)):
-        rates.append(s.ask())
-        s.tell(rates[-1], value, scale=scale)
-    assert [s.delivered_share(r) for r in rates] == [pytest.approx(0.4), pytest.approx(0.3), None]
-    assert s.delivered_share(99_999) is None  # never probed
 
 
 # ---- port judgement -------------------------------------------------------------------------

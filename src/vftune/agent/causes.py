@@ -66,8 +66,6 @@ _TEMPLATES: dict[Cause, tuple[str, ...]] = {
     Cause.RESTART_LOAD: ("{what}", "; searching {low}..{high}/s", "; {port}"),
     Cause.RESTART_IN_SEARCH: ("{what} during the search", "; searching {low}..{high}/s", "; {port}"),
     Cause.RESTART_WORSE: ("{klass} at {itr} measured {change} against the adaptive ITR",
-                          "{itr} held {span_s} s delivered {share} of the bits received, its search measured"
-                          " {expected}",
                           "; searching {low}..{high}/s", "; {port}"),
     Cause.RESTART_STARVED: ("no traffic at {irq_per_s} interrupts/s under {itr}: the guest takes nothing off its"
                             " ring (receive livelock)", "; searching {low}..{high}/s", "; {port}"),
@@ -88,7 +86,7 @@ def _share(value: object) -> str:
 
 
 _FORMATS: dict[str, Callable[[object], str]] = {"itr": _rate, "seen": _rate, "change": _pct, "load": _share,
-                                               "held_share": _share, "share": _share, "expected": _share}
+                                               "held_share": _share}
 
 
 @dataclass(frozen=True)

@@ -336,16 +336,6 @@ class ItrSearch:
     def scores(self) -> dict[int, float]:
         return {r: self.score(r) for r in sorted(self._samples)}
 
-    def delivered_share(self, itr: int) -> float | None:
-        """What the values told for a rate (the incumbent's when it was not probed) came to as a
-        share of their scales, when every one was told with a scale (None otherwise)."""
-        values, scales = self._samples.get(itr), self._scales.get(itr)
-        if not values and itr == self.incumbent:
-            values, scales = self._incumbent_samples, self._incumbent_scales
-        if not values or not scales or len(scales) != len(values) or sum(scales) <= 0:
-            return None
-        return sum(values) / sum(scales)
-
     # ---- internals --------------------------------------------------------------------
 
     def _rate(self, x: float) -> int:

@@ -4,7 +4,6 @@
     change.py   tells whether the held load is still the one its setting was chosen for
     memory.py   classifies windows and remembers the best setting per class, per VF and host
     port.py     judges a window on a saturated port (the VF's share, not the port's total)
-    holdcheck   whether a held setting delivers the share of its received bits its search measured
     restart.py  the periodic restart clock
     itr_search  the golden-section search (one SearchConfig, from the VF's objective)
 
@@ -18,7 +17,6 @@ Per VF:
     holding --(N interrupts | M seconds)--> warm restart (bracket around the held rate)
     holding --(another class for a window | the rate moved for long)--> recall or search
     holding --(a recalled setting measures worse than remembered)--> forgotten, cold search
-    holding --(its first hold_check_s deliver a share well under its search's)--> forgotten, cold search
     any --(loads change faster than a window and a settle time a few times over)--> adaptive:
         the VF's own adaptive ITR until the load holds still for resume_s
 
@@ -38,7 +36,6 @@ from enum import StrEnum
 
 from vftune.agent.causes import Cause, TunerEvent
 from vftune.agent.change import LEVEL_SEEN_SHARE, Change, ChangeDetector, rel_change, same_shape
-from vftune.agent.holdcheck import HoldCheck, Shortfall
 from vftune.agent.itr_search import ItrSearch, SearchConfig, bracket_from_capabilities
 from vftune.agent.memory import ClassMemory, HostProfiles, Profile, WorkloadClass, classify
 from vftune.agent.objective import Goal, Objective
@@ -82,9 +79,7 @@ class TunerOptions:
     max_apply_misses: int = 3  # samples showing another ITR than the probe before giving up
     max_remeasures: int = 2  # windows in a row a probe measures again for idle spans inside them
     worse_margin: float = 0.25  # a recalled setting this far below its remembered throughput is
-    # checked against one window of the adaptive ITR (and searched again if that does better);
-    # a searched one whose hold delivers this far below its search's share is searched again
-    hold_check_s: float = 30.0  # ... measured over this much of the hold
+    # checked against one window of the adaptive ITR (and searched again if that does better)
     host_memory: bool = True  # a VF's unseen class starts from another VF's setting for it
     # Hand back to the adaptive ITR when the last handback_changes load changes came on average
     # sooner than handback_windows x (settle + window): nothing measured would hold long enough.
@@ -198,7 +193,6 @@ class SearchTuner(VfPolicy):
         self.changes = ChangeDetector(o.min_throughput_bps, o.load_change, o.load_change_s, o.change_windows,
                                       o.reference_windows)
         self.port = PortJudge(o.port_saturation, o.port_memory_s, o.port_gain, o.margin)
-        self.hold_check = HoldCheck(o.hold_check_s, o.worse_margin, o.restart_s)
         self.clock = RestartClock(pci, o.restart_interrupts, o.restart_s, o.restart_jitter)
         self.profiles = profiles or HostProfiles()
         self.memory: ClassMemory = self.profiles.for_vf(pci)
@@ -342,19 +336,8 @@ class SearchTuner(VfPolicy):
                 return checked
         change = self.changes.observe(w, self._windows_for)
         if change is None:
-            shortfall = self.hold_check.observe(w)
-            return self._short(s, w, shortfall) if shortfall is not None else None
+            return None
         return self._on_change(s, change)
-
-    def _short(self, s: VfSample, w: Window, shortfall: Shortfall) -> TunerEvent | None:
-        """The held setting delivers well under the share its search measured (holdcheck): that
-        measurement was a lucky window, so the class's setting is forgotten and searched again."""
-        klass = self.held_class
-        if klass is not None:
-            self.memory.forget(klass)
-            self.profiles.host.forget(klass)
-        return self._begin(s, Cause.RESTART_WORSE, warm=False, baseline=w, klass=klass, itr=s.itr,
-                           share=shortfall.share, expected=shortfall.expected, span_s=round(shortfall.span_s))
 
     def _on_change(self, s: VfSample, change: Change) -> TunerEvent | None:
         if change.kind == "starved":
@@ -476,7 +459,6 @@ class SearchTuner(VfPolicy):
         self.recalls += 1
         profile.uses += 1
         self.phase = Phase.HOLDING
-        self.hold_check.start(None)  # checked against the adaptive ITR instead (_check_recall)
         self.held_itr = profile.itr
         self.held_class = klass
         self.probe_itr = None
@@ -713,8 +695,6 @@ class SearchTuner(VfPolicy):
                 if self.options.host_memory:
                     self.profiles.host.remember(klass, replace(profile))
         self.phase = Phase.HOLDING
-        # The adaptive ITR is the default: nothing to hold it against.
-        self.hold_check.start(search.delivered_share(best) if best != 0 else None, s.t)
         self.held_itr = best
         self.held_class = klass
         self.active = None
