@@ -169,7 +169,7 @@ def test_a_shift_that_outlasts_its_reference_retakes_it_without_a_change():
     for i in range(3):  # the hold began in a burst: 6 s at 1.5 times the load
         d.observe(window(2 * i, 6e9), lambda k: 2)
     changes = [d.observe(window(6 + 2 * i, 4e9), lambda k: 2) for i in range(40)]
-    assert [c.kind for c in changes if c is not None] == ["reference"]
+    assert [(c.kind, c.evidence) for c in changes if c is not None] == [("reference", "short_reference")]
     assert d.reference is not None and d.reference.bps == pytest.approx(4e9)
 
 
@@ -180,7 +180,7 @@ def test_a_shift_back_to_a_level_the_hold_already_held_retakes_the_reference():
     levels = [3e9] * 3 + [1e9] * 14 + [3e9] * 22 + [1e9] * 40
     changes = [c for i, bps in enumerate(levels)
                if (c := d.observe(window(float(i), bps, duration=1.0), lambda k: 2)) is not None]
-    assert [c.kind for c in changes] == ["reference"]
+    assert [(c.kind, c.evidence) for c in changes] == [("reference", "level_seen")]
     assert 0.3 < changes[0].seen_share < 0.4  # 14 of the hold's ~40 windows
     assert d.reference is not None and d.reference.bps == pytest.approx(1e9)
 
@@ -190,7 +190,7 @@ def test_a_shift_to_a_level_only_noise_touched_is_a_change():
     levels = [3e9] * 60 + [1.5e9] * 4 + [3e9] * 20 + [1e9] * 40  # a 4-s dip is not a level
     found = [(i, c) for i, bps in enumerate(levels)
              if (c := d.observe(window(float(i), bps, duration=1.0), lambda k: 2)) is not None]
-    assert found[0][1].kind == "rate" and found[0][0] == 84 + 29  # 30 s after the step
+    assert found[0][1].kind == "rate" and found[0][1].evidence is None and found[0][0] == 84 + 29  # 30 s after the step
 
 
 def noisy_load(seed: int, seconds: int, level: float, sigma: float, burst: float, start_bursting: bool) -> list[float]:

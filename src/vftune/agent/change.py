@@ -30,6 +30,9 @@ from vftune.agent.memory import WorkloadClass, classify
 from vftune.agent.window import EPS, MedianPool, Window, median_window, starved
 
 ChangeKind = Literal["idle", "starved", "class", "rate", "reference"]
+# Why a lasting shift became the reference: the level it left held too briefly to be trusted,
+# or the hold had already spent LEVEL_SEEN_SHARE of its windows at the shift's level.
+ReferenceEvidence = Literal["short_reference", "level_seen"]
 POOL_WINDOWS = 512  # the hold's level: the median of at most this many of its latest windows
 NOISE_WINDOWS = 240  # the VF's noise: measured over this many of its latest held windows ...
 NOISE_MIN_WINDOWS = 20  # ... once it has this many
@@ -50,6 +53,7 @@ class Change:
     lasted_s: float  # how long the new load has been seen
     held_s: float = 0.0  # how long the level it moved from had held (rate and reference)
     seen_share: float = 0.0  # the share of that hold's windows already at the new level (rate and reference)
+    evidence: ReferenceEvidence | None = None  # why a shift became the reference (reference only)
 
 
 def rel_change(now: float, ref: float) -> float:
@@ -151,7 +155,10 @@ class ChangeDetector:
             held = self._shifted[0].start - self._since
             baseline = median_window(self._shifted)
             seen = self._share_at(baseline)
-            if held < self.rate_change_s - EPS or seen >= LEVEL_SEEN_SHARE:
+            evidence: ReferenceEvidence | None = (
+                "level_seen" if seen >= LEVEL_SEEN_SHARE
+                else "short_reference" if held < self.rate_change_s - EPS else None)
+            if evidence is not None:
                 # The reference held for less time than a change must last: it is no better
                 # evidence of the load than the shift is, and more likely a burst. Or the hold
                 # already spent a good part of its windows at the shift's level: the load moves
@@ -165,7 +172,7 @@ class ChangeDetector:
                 now = classify(baseline)
                 if now is not None and self.klass is not None and same_shape(now, self.klass):
                     self.klass = now  # the level's decade, not the burst's
-                return Change("reference", self.klass, baseline, rate, lasted, held, seen)
+                return Change("reference", self.klass, baseline, rate, lasted, held, seen, evidence)
             return Change("rate", klass, baseline, rate, lasted, held, seen)
         return None
 

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field, fields, replace
 from enum import StrEnum
 
 from vftune.agent.causes import Cause, TunerEvent
-from vftune.agent.change import LEVEL_SEEN_SHARE, Change, ChangeDetector, rel_change, same_shape
+from vftune.agent.change import Change, ChangeDetector, rel_change, same_shape
 from vftune.agent.itr_search import ItrSearch, SearchConfig, bracket_from_capabilities
 from vftune.agent.memory import ClassMemory, HostProfiles, Profile, WorkloadClass, classify
 from vftune.agent.objective import Goal, Objective
@@ -353,7 +353,7 @@ class SearchTuner(VfPolicy):
             return None
         if change.kind == "reference":
             self.held_class = change.klass or self.held_class
-            why: dict[str, object] = ({"held_share": change.seen_share} if change.seen_share >= LEVEL_SEEN_SHARE
+            why: dict[str, object] = ({"held_share": change.seen_share} if change.evidence == "level_seen"
                                       else {"ref_s": round(change.held_s)})
             self._note(s.t, Cause.REFERENCE, change=change.rate_change, lasted_s=round(change.lasted_s),
                        mbps=round(change.baseline.bps / 1e6), **why)
