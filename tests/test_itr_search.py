@@ -465,3 +465,19 @@ def test_a_strict_budget_is_never_exceeded_not_even_for_a_lucky_incumbent():
     while (itr := s.ask()) is not None:
         s.tell(itr, next(values) if itr == 0 else f(itr))
     assert s.probes == 5 and [p.itr for p in s.history].count(0) == 1
+
+
+def test_a_tie_goes_to_the_shorter_delay_when_asked():
+    # Flat from 5000/s up: throughput cannot tell those rates apart, so by default the cheaper
+    # side wins; with ties_up (the latency objective's), the side whose coalescing delay is
+    # shorter.
+    def f(r):
+        return 1.0 if r >= 5000 else (r / 5000) ** 0.5
+
+    low = run(ItrSearch(ITR_MIN_RATE, ITR_MAX_RATE, 500, SearchConfig(plateau_margin=0.0)), f)
+    high = run(ItrSearch(ITR_MIN_RATE, ITR_MAX_RATE, 500, SearchConfig(plateau_margin=0.0, ties_up=True)), f)
+    assert 5000 <= low.best < 10_000 and high.best > 100_000
+    assert f(high.best) == f(low.best) == 1.0
+    # A difference beyond the margin is followed either way.
+    peaked = run(ItrSearch(ITR_MIN_RATE, ITR_MAX_RATE, 1000, SearchConfig(ties_up=True)), peak_curve(12_000))
+    assert abs(math.log(peaked.best / 12_000)) < math.log(1.3)

@@ -106,6 +106,9 @@ class SearchConfig:
     quantize: Callable[[float], float] | None = None
     cpu_worth: float | None = None
     strict_budget: bool = False  # True: max_probes is a hard cap (no recheck or low end beyond it)
+    # Where measurements tie: False keeps the lower rates (fewer interrupts), True the higher
+    # ones (a shorter coalescing delay: the latency objective's tie-break).
+    ties_up: bool = False
 
     def __post_init__(self) -> None:
         if not self.tolerance > 0:
@@ -198,7 +201,8 @@ class ItrSearch:
         self._confirm = confirm
         self._confirms_left = max_confirms
         self._scans_left = max_step_scans
-        self._edge_left = max_edge_probes
+        self._edge_left = 0 if cfg.ties_up else max_edge_probes  # no walk down a plateau
+        self._ties_up = cfg.ties_up
         self.max_probes = max_probes
         self.pessimistic = pessimistic
         self.plateau_width = plateau_width
@@ -535,6 +539,10 @@ class ItrSearch:
             self._step_repeats += 1
             self._repeats_left -= 1
             return min((rc, rd), key=lambda r: (len(self._samples[r]), self._last_told(r)))
+        elif self._ties_up:
+            # Still a tie, under the latency objective: keep the upper part, whose shorter
+            # coalescing delay the throughput could not show.
+            self._cut_low()
         else:
             # Still a tie: a plateau. Keep the lower part, which costs fewer interrupts.
             self._cut_high()
@@ -567,8 +575,7 @@ class ItrSearch:
             return max(means, key=lambda r: (means[r], -r))
         # Exact measurements keep the result within plateau_margin of the best (never the noise
         # margin, which only decides whether a difference is re-measured).
-        choice = min(eligible)
-        return choice
+        return max(eligible) if self._ties_up else min(eligible)
 
     def _unless_lucky(self, again: int, confirmed: int) -> int:
         """`again`, unless it is a single measurement that outscores a confirmed choice by less

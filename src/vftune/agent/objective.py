@@ -19,6 +19,10 @@
 - ``latency``: lowest response time for request/response traffic (whose throughput is requests
   in flight over the response time, so the best throughput is the best response time): no
   plateau discount, and the coalescing delay is bounded by ``max_interval_us`` (default 100 us).
+  Rates whose throughput ties inside the noise margin are settled towards the higher rate (the
+  shorter coalescing delay, which throughput cannot show; ``ties_up``), except on a receive-heavy
+  load (the tuner's class mix ``rx``), where more interrupts than it needs risk a livelock that
+  its ring counters do not show.
   Every load on such a VF is tuned so: the host cannot tell a web server's large responses
   from bulk transmit by its counters, and the operator asked for response time.
 ``max_interval_us`` (an operator's bound on the added delay) overrides each objective's own.
@@ -90,7 +94,8 @@ class Goal:
             cfg = replace(base, plateau_margin=margin, harm_margin=max(base.harm_margin, margin),
                           cpu_worth=EFFICIENCY_CPU_WORTH, max_interval_us=float(MAX_RX_USECS))
         elif self.objective is Objective.LATENCY:
-            cfg = replace(base, plateau_margin=0.0, max_interval_us=LATENCY_MAX_INTERVAL_US, cpu_worth=None)
+            cfg = replace(base, plateau_margin=0.0, max_interval_us=LATENCY_MAX_INTERVAL_US, cpu_worth=None,
+                          ties_up=True)
         else:
             cfg = replace(base, cpu_worth=CPU_WORTH if base.cpu_worth is None else base.cpu_worth)
         if self.max_interval_us is not None:

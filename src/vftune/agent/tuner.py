@@ -624,8 +624,13 @@ class SearchTuner(VfPolicy):
         incumbent = s.itr if warm else 0
         same = warm and baseline is not None and same_itr(baseline.itr, incumbent) and baseline.bps > 0
         incumbent_bps = verdict.credited_bps if same and verdict is not None else None
+        config = self.search_config
+        if config.ties_up and (klass is None or klass.mix == "rx"):
+            # A tie goes to the shorter delay only where the VF answers: a receive-heavy load at
+            # more interrupts than it needs risks livelock its ring counters do not show.
+            config = replace(config, ties_up=False)
         search = ItrSearch(
-            low, high, config=self.search_config, incumbent=incumbent,
+            low, high, config=config, incumbent=incumbent,
             incumbent_throughput=incumbent_bps,
             incumbent_cost=baseline.interrupt_rate if same and baseline is not None else None,
             incumbent_cpu_per_bit=baseline.cpu_per_bit(o.host_irq_cost_s) if same and baseline is not None else None,
