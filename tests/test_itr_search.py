@@ -420,6 +420,12 @@ def test_an_overloaded_receiver_keeps_the_fewest_interrupts_among_rates_its_nois
         assert s.best == low
     else:
         assert s.best != low and abs(math.log(s.best / peak)) < 1.0
+    # An objective with no plateau margin (latency's) gives up nothing for fewer interrupts.
+    s = ItrSearch(ITR_MIN_RATE, ITR_MAX_RATE, 1000, SearchConfig(quantize=quantize_itr, plateau_margin=0.0),
+                  incumbent=0)
+    while (itr := s.ask()) is not None:
+        s.tell(itr, 20e6 if itr == 0 else delivered(itr), scale=received)
+    assert s.best == max(s.scores(), key=lambda r: (s.scores()[r], -r))
 
 
 def test_a_remainder_is_compared_with_the_noise_of_what_it_was_taken_from():

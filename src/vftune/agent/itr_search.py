@@ -36,7 +36,8 @@ Network", Huijun Wu and Jigang Wang) with these changes:
   section never measures: dropping at the NIC's ring costs the guest nothing (Mogul &
   Ramakrishnan's receive-livelock remedy), so the range's end may be the best; and among
   rates whose remainders tie inside that noise it keeps the fewest interrupts, below the
-  plateau's delay bound too (its packets wait at its sockets, not in the coalescing delay);
+  plateau's delay bound too (its packets wait at its sockets, not in the coalescing delay),
+  unless the plateau margin is 0 (an objective that gives up no throughput for interrupts);
 * do no harm: it measures the incumbent setting first and keeps it unless the result,
   re-measured at the end, is at least as good; an incumbent that would win on a single
   measurement is measured once more first (one lucky window must not veto a better setting);
@@ -584,8 +585,9 @@ class ItrSearch:
         """Whether, on an overloaded receiver, `itr` measures the best's throughput within the noise
         of values told with a scale (what reached the applications, a small remainder of what
         arrived): the search's own tie rule, not the plateau's. Between such rates the one with
-        fewer interrupts leaves the guest more CPU for its sockets."""
-        if not self._overloaded() or not self._scales.get(itr):
+        fewer interrupts leaves the guest more CPU for its sockets. Only where the objective trades
+        throughput for fewer interrupts at all (a plateau margin; `latency` has none)."""
+        if self.plateau_margin <= 0 or not self._overloaded() or not self._scales.get(itr):
             return False
         best = max(scores, key=lambda r: (scores[r], -r))
         ours, top = scores[itr], scores[best]
