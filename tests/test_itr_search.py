@@ -398,6 +398,36 @@ def test_an_overloaded_receiver_has_the_lowest_rate_measured_too():
     assert low not in {p.itr for p in s.history}
 
 
+@pytest.mark.parametrize("peak_gain, wins", [(0.03, "lowest"), (0.6, "peak")])
+def test_an_overloaded_receiver_keeps_the_fewest_interrupts_among_rates_its_noise_ties(peak_gain, wins):
+    """What reaches an overloaded guest's applications is a small remainder of what arrives, and
+    carries the noise of all of it: rates whose remainders differ by less than the noise margin
+    of what arrived are a tie, and the tie goes to the fewest interrupts, below the plateau's
+    250-us bound too (the guest's sockets, not the coalescing delay, hold its packets). A rate
+    that beats the others by more than that noise still wins."""
+    low = quantize_itr(ITR_MIN_RATE)
+    received = 300e6
+    peak = 20_000
+
+    def delivered(itr: int) -> float:
+        return 40e6 * (1.0 + peak_gain * math.exp(-((math.log(itr / peak) / 1.5) ** 2)))
+
+    s = ItrSearch(ITR_MIN_RATE, ITR_MAX_RATE, 1000, SearchConfig(quantize=quantize_itr), incumbent=0)
+    while (itr := s.ask()) is not None:
+        s.tell(itr, 20e6 if itr == 0 else delivered(itr), scale=received)
+    assert low < 1e6 / s.max_interval_us and low in s.scores()
+    if wins == "lowest":
+        assert s.best == low
+    else:
+        assert s.best != low and abs(math.log(s.best / peak)) < 1.0
+    # An objective with no plateau margin (latency's) gives up nothing for fewer interrupts.
+    s = ItrSearch(ITR_MIN_RATE, ITR_MAX_RATE, 1000, SearchConfig(quantize=quantize_itr, plateau_margin=0.0),
+                  incumbent=0)
+    while (itr := s.ask()) is not None:
+        s.tell(itr, 20e6 if itr == 0 else delivered(itr), scale=received)
+    assert s.best == max(s.scores(), key=lambda r: (s.scores()[r], -r))
+
+
 def test_a_remainder_is_compared_with_the_noise_of_what_it_was_taken_from():
     """0.3 against 0.1 Mbit/s is a factor of three, but of 300 Mbit/s received it is noise: told
     with their scale the two are a tie (measured again, then the cheaper side kept), not a step."""

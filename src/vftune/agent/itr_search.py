@@ -34,7 +34,10 @@ Network", Huijun Wu and Jigang Wang) with these changes:
   receiver whose applications got less than half of what it received (an overloaded guest
   dropping at its sockets) has the lowest rate of the range measured too, which a golden
   section never measures: dropping at the NIC's ring costs the guest nothing (Mogul &
-  Ramakrishnan's receive-livelock remedy), so the range's end may be the best;
+  Ramakrishnan's receive-livelock remedy), so the range's end may be the best; and among
+  rates whose remainders tie inside that noise it keeps the fewest interrupts, below the
+  plateau's delay bound too (its packets wait at its sockets, not in the coalescing delay),
+  unless the plateau margin is 0 (an objective that gives up no throughput for interrupts);
 * do no harm: it measures the incumbent setting first and keeps it unless the result,
   re-measured at the end, is at least as good; an incumbent that would win on a single
   measurement is measured once more first (one lucky window must not veto a better setting);
@@ -570,12 +573,25 @@ class ItrSearch:
         means = self.scores()
         top = max(means.values())
         floor = 1e6 / self.max_interval_us
-        eligible = [r for r, m in means.items() if m >= top * (1.0 - self.plateau_margin) and r >= floor]
+        eligible = [r for r, m in means.items()
+                    if (m >= top * (1.0 - self.plateau_margin) and r >= floor) or self._overloaded_tie(r, means)]
         if not eligible:
             return max(means, key=lambda r: (means[r], -r))
         # Exact measurements keep the result within plateau_margin of the best (never the noise
         # margin, which only decides whether a difference is re-measured).
         return max(eligible) if self._ties_up else min(eligible)
+
+    def _overloaded_tie(self, itr: int, scores: dict[int, float]) -> bool:
+        """Whether, on an overloaded receiver, `itr` measures the best's throughput within the noise
+        of values told with a scale (what reached the applications, a small remainder of what
+        arrived): the search's own tie rule, not the plateau's. Between such rates the one with
+        fewer interrupts leaves the guest more CPU for its sockets. Only where the objective trades
+        throughput for fewer interrupts at all (a plateau margin; `latency` has none)."""
+        if self.plateau_margin <= 0 or not self._overloaded() or not self._scales.get(itr):
+            return False
+        best = max(scores, key=lambda r: (scores[r], -r))
+        ours, top = scores[itr], scores[best]
+        return top - ours <= self.margin * max(min(ours, top), self._scale(itr), self._scale(best))
 
     def _unless_lucky(self, again: int, confirmed: int) -> int:
         """`again`, unless it is a single measurement that outscores a confirmed choice by less
