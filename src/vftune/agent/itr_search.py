@@ -529,8 +529,7 @@ class ItrSearch:
         if rd not in self._samples:
             return rd
         mc, md = self.mean(rc), self.mean(rd)
-        # The margin of the smaller value, or of the larger scale when values were told with one.
-        noise = self.margin * max(min(mc, md), self._scale(rc), self._scale(rd))
+        noise = self._noise(rc, rd, mc, md)
         if md - mc > noise:
             self._cut_low()
         elif mc - md > noise:
@@ -573,25 +572,31 @@ class ItrSearch:
         means = self.scores()
         top = max(means.values())
         floor = 1e6 / self.max_interval_us
-        eligible = [r for r, m in means.items()
-                    if (m >= top * (1.0 - self.plateau_margin) and r >= floor) or self._overloaded_tie(r, means)]
+        ties = self._overloaded_ties(means)
+        eligible = [r for r, m in means.items() if (m >= top * (1.0 - self.plateau_margin) and r >= floor) or r in ties]
         if not eligible:
             return max(means, key=lambda r: (means[r], -r))
         # Exact measurements keep the result within plateau_margin of the best (never the noise
         # margin, which only decides whether a difference is re-measured).
         return max(eligible) if self._ties_up else min(eligible)
 
-    def _overloaded_tie(self, itr: int, scores: dict[int, float]) -> bool:
-        """Whether, on an overloaded receiver, `itr` measures the best's throughput within the noise
-        of values told with a scale (what reached the applications, a small remainder of what
-        arrived): the search's own tie rule, not the plateau's. Between such rates the one with
-        fewer interrupts leaves the guest more CPU for its sockets. Only where the objective trades
+    def _overloaded_ties(self, scores: dict[int, float]) -> set[int]:
+        """On an overloaded receiver, the rates told with a scale (what reached the applications, a
+        small remainder of what arrived) that measure the best's throughput within their noise:
+        the search's own tie rule, not the plateau's. Between such rates the one with fewer
+        interrupts leaves the guest more CPU for its sockets. Only where the objective trades
         throughput for fewer interrupts at all (a plateau margin; `latency` has none)."""
-        if self.plateau_margin <= 0 or not self._overloaded() or not self._scales.get(itr):
-            return False
+        if self.plateau_margin <= 0 or not self._overloaded():
+            return set()
         best = max(scores, key=lambda r: (scores[r], -r))
-        ours, top = scores[itr], scores[best]
-        return top - ours <= self.margin * max(min(ours, top), self._scale(itr), self._scale(best))
+        top = scores[best]
+        return {r for r, ours in scores.items()
+                if self._scales.get(r) and top - ours <= self._noise(r, best, ours, top)}
+
+    def _noise(self, a: int, b: int, value_a: float, value_b: float) -> float:
+        """What two rates' values must differ by to tell them apart: the noise margin of the smaller
+        value, or of the larger scale when values were told with one."""
+        return self.margin * max(min(value_a, value_b), self._scale(a), self._scale(b))
 
     def _unless_lucky(self, again: int, confirmed: int) -> int:
         """`again`, unless it is a single measurement that outscores a confirmed choice by less
@@ -605,7 +610,7 @@ class ItrSearch:
         if not (self._scales.get(again) or self._scales.get(confirmed)):
             return again
         ours, theirs = self.score(again), self.score(confirmed)
-        noise = self.margin * max(min(ours, theirs), self._scale(again), self._scale(confirmed))
+        noise = self._noise(again, confirmed, ours, theirs)
         return confirmed if 0.0 <= ours - theirs <= noise else again
 
     def _wide_plateau(self, choice: int, scores: dict[int, float], top: float) -> bool:
