@@ -785,3 +785,28 @@ def test_under_latency_a_tie_goes_to_the_shorter_delay_only_where_the_vf_answers
     # A receive-heavy load keeps its ties low (more interrupts risk a livelock its ring counters
     # do not show): at the flat stretch's low edge.
     assert held["SyntheticVf"][0].startswith("bulk/large/rx") and 25_000 < held["SyntheticVf"][1] < 60_000
+
+
+def test_a_result_a_burst_lifted_is_searched_again_once_it_holds_below_its_figure():
+    # The load runs 1.5x from t=16 to t=24, inside the search: the probes it lifted win, and the
+    # first window held at the result shows the load without the burst.
+    vf = SyntheticVf(lambda r: 0.0)
+    peak = curve(48_000)
+    vf.f = lambda r: peak(r) * (1.5 if 16 <= vf.t < 24 else 1.0)
+    tuner = SearchTuner(PCI, caps())
+    vf.run(tuner, 120)
+    results = [e.fields for e in tuner.events if e.cause == "converged"]
+    again = [e for e in tuner.events if e.cause == "restart-unconfirmed"]
+    assert len(again) == 1 and tuner.restarts["unconfirmed"] == 1
+    assert "held at" in again[0].text() and "the search measured another load" in again[0].text()
+    assert len(results) == 2 and tuner.state()["phase"] == "holding"
+    assert abs(math.log(tuner.state()["held_itr"] / 48_000)) < math.log(1.3)  # the true peak, not the lifted rate
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_a_result_that_holds_what_its_search_measured_is_not_searched_again(seed):
+    vf = SyntheticVf(curve(48_000), noise=0.03, seed=seed)
+    tuner = SearchTuner(PCI, caps())
+    vf.run(tuner, 300)
+    assert tuner.restarts["unconfirmed"] == 0 and tuner.searches == 1
+    assert tuner.state()["phase"] == "holding"
