@@ -387,12 +387,15 @@ class SearchTuner(VfPolicy):
         nothing of ours to undo: the VF is left idle."""
         if s.itr == 0:
             return None
-        klass = self.held_class
-        if klass is not None:
-            self.memory.forget(klass)
-            self.profiles.host.forget(klass)
+        self._forget_held_class()
         return self._begin(s, Cause.RESTART_STARVED, warm=False, baseline=w, klass=None,
                            irq_per_s=round(w.interrupt_rate or 0.0), itr=s.itr)
+
+    def _forget_held_class(self) -> None:
+        """The held class's setting measured wrong: this VF's memory and the host's drop it."""
+        if self.held_class is not None:
+            self.memory.forget(self.held_class)
+            self.profiles.host.forget(self.held_class)
 
     def _reference_was_a_burst(self, change: Change) -> bool:
         """Whether a lasting change of rate only returns to the load the held setting was
@@ -514,9 +517,7 @@ class SearchTuner(VfPolicy):
         recalled_bps, self._recall_bps, self._recalled = self._recall_bps, None, None
         if w.app_bps > recalled_bps * (1.0 + self.options.margin):
             klass = self.held_class
-            if klass is not None:
-                self.memory.forget(klass)
-                self.profiles.host.forget(klass)
+            self._forget_held_class()
             return self._begin(s, Cause.RESTART_WORSE, warm=False, baseline=w, klass=klass, klass_name=str(klass),
                                itr=profile.itr, change=recalled_bps / w.app_bps - 1.0)
         profile.bps = recalled_bps
@@ -547,8 +548,7 @@ class SearchTuner(VfPolicy):
         if lows + 1 < self.options.confirm_windows:
             self._unconfirmed = (itr, figure, lows + 1)
             return None
-        self.memory.forget(self.held_class)
-        self.profiles.host.forget(self.held_class)
+        self._forget_held_class()
         return self._begin(s, Cause.RESTART_UNCONFIRMED, warm=False, baseline=w, klass=self.held_class, itr=itr,
                            change=w.app_bps / figure - 1.0, mbps=round(w.app_bps / 1e6))
 
