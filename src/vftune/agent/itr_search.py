@@ -38,6 +38,10 @@ Network", Huijun Wu and Jigang Wang) with these changes:
   rates whose remainders tie inside that noise it keeps the fewest interrupts, below the
   plateau's delay bound too (its packets wait at its sockets, not in the coalescing delay),
   unless the plateau margin is 0 (an objective that gives up no throughput for interrupts);
+* with ``noise_z`` (off by default), a rate costlier than the incumbent must also beat it on
+  the mean of its log throughput by noise_z standard errors, the deviation pooled from the
+  search's own repeated windows at one rate: for a receiver whose ring counters are all the
+  host sees, where the golden section would crown whichever rate a burst lifted;
 * do no harm: it measures the incumbent setting first and keeps it unless the result,
   re-measured at the end, is at least as good; an incumbent that would win on a single
   measurement is measured once more first (one lucky window must not veto a better setting);
@@ -112,6 +116,10 @@ class SearchConfig:
     # Where measurements tie: False keeps the lower rates (fewer interrupts), True the higher
     # ones (a shorter coalescing delay: the latency objective's tie-break).
     ties_up: bool = False
+    # Do no harm under noise (0: off): a rate costlier than the incumbent must also beat it by
+    # noise_z standard errors of the two rates' mean log throughputs, with the standard
+    # deviation pooled from this search's own repeated windows at one rate (see _noise_gain).
+    noise_z: float = 0.0
 
     def __post_init__(self) -> None:
         if not self.tolerance > 0:
@@ -126,6 +134,8 @@ class SearchConfig:
                 f"repeat and confirm counts must be >= 0 (confirms >= 1), got "
                 f"{self.max_repeats!r}/{self.max_repeats_per_step!r}/{self.max_confirms!r}"
             )
+        if not (math.isfinite(self.noise_z) and self.noise_z >= 0):
+            raise ValueError(f"noise_z must be a finite number >= 0, got {self.noise_z!r}")
         if not self.plateau_width > 1:
             raise ValueError(f"plateau_width must be > 1, got {self.plateau_width!r}")
         if self.max_probes < 3:
@@ -486,9 +496,9 @@ class ItrSearch:
         assert self._choice is not None
         value, inc = self.score(self._choice), self.incumbent_throughput
         cost = self.incumbent_cost if self.incumbent_cost else (self.incumbent or None)
+        costlier = cost is not None and self._choice > cost * (1.0 + self.margin) and inc > 0
         vetoes = (value < inc * (1.0 - self.harm_margin)
-                  or (cost is not None and self._choice > cost * (1.0 + self.margin) and inc > 0
-                      and value / inc - 1.0 < self.cost_margin)
+                  or (costlier and (value / inc - 1.0 < self.cost_margin or self._inside_noise(self._choice)))
                   or self._cpu_rule_vetoes(self._choice, inc))
         if vetoes and not self._spare():
             if self.config.strict_budget:
@@ -636,7 +646,8 @@ class ItrSearch:
         value = self.score(chosen)
         gain = (value / inc - 1.0) if inc > 0 else math.inf
         cost = self.incumbent_cost if self.incumbent_cost else (self.incumbent or None)
-        if cost is not None and chosen > cost * (1.0 + self.margin) and gain < self.cost_margin and inc > 0:
+        costlier = cost is not None and chosen > cost * (1.0 + self.margin) and inc > 0
+        if costlier and gain < self.cost_margin:
             # More interrupts for a gain inside the noise margin is not a decision: the
             # incumbent keeps the throughput at a lower CPU cost.
             self._best = self.incumbent
@@ -645,6 +656,11 @@ class ItrSearch:
                 + (f"(inside the {self.margin:.0%} noise margin)" if self.cost_margin == self.margin
                    else f"(more interrupts must gain {self.cost_margin:.0%})")
             )
+        elif costlier and self._inside_noise(chosen):
+            self._best = self.incumbent
+            mean_gain, needed = self._noise_gain(chosen) or (0.0, 0.0)
+            self.outcome = (f"kept incumbent {itr_label(self.incumbent)}: {chosen}/s gains {_pct(mean_gain)} on "
+                            f"its mean, inside its windows' noise (needs {_pct(needed)})")
         elif chosen == self.incumbent or value >= inc * (1.0 - self.harm_margin):
             self._best = chosen
             self.outcome = f"best {chosen}/s ({_pct(gain)} vs incumbent)"
@@ -655,6 +671,46 @@ class ItrSearch:
                 f"kept incumbent {itr_label(self.incumbent)}: best probe {chosen}/s "
                 f"measured {_pct(gain)}"
             )
+
+    def spread(self) -> float | None:
+        """The standard deviation of one window's log throughput, pooled over every rate this
+        search measured more than once (the incumbent included); None before any repeat. A
+        repeat is the same setting at another time, so what differs is the load and the host,
+        not the setting: the noise any two rates' comparison carries."""
+        groups = [v for v in self._samples.values() if len(v) >= 2]
+        if len(self._incumbent_samples) >= 2:
+            groups.append(self._incumbent_samples)
+        squares, dof = 0.0, 0
+        for values in groups:
+            logs = [math.log(v) for v in values if v > 0]
+            if len(logs) < 2:
+                continue
+            centre = sum(logs) / len(logs)
+            squares += sum((x - centre) ** 2 for x in logs)
+            dof += len(logs) - 1
+        return math.sqrt(squares / dof) if dof else None
+
+    def _noise_gain(self, itr: int) -> tuple[float, float] | None:
+        """(gain of `itr`'s geometric mean over the incumbent's, the gain noise_z standard errors
+        of that difference amount to), when the search has repeats to pool its noise from."""
+        spread = self.spread()
+        ours = [math.log(v) for v in self._samples.get(itr, ()) if v > 0]
+        theirs = [math.log(v) for v in self._incumbent_samples if v > 0]
+        if spread is None or not ours or not theirs:
+            return None
+        diff = sum(ours) / len(ours) - sum(theirs) / len(theirs)
+        error = spread * math.sqrt(1.0 / len(ours) + 1.0 / len(theirs))
+        return math.expm1(diff), math.expm1(self.config.noise_z * error)
+
+    def _inside_noise(self, itr: int) -> bool:
+        """Whether a costlier rate's gain over the incumbent is inside its windows' noise: the
+        golden section follows the best of many noisy windows, and a load whose windows swing by
+        more than the setting moves them crowns whichever rate a burst lifted. Values told with a
+        scale (what reached the applications) have their own rules and are left out."""
+        if self.config.noise_z <= 0 or self._scales.get(itr) or self._incumbent_scales:
+            return False
+        measured = self._noise_gain(itr)
+        return measured is not None and measured[0] < measured[1]
 
     def cpu_per_bit(self, itr: int) -> float | None:
         """The mean CPU seconds per bit measured at a rate (the incumbent's for its rate), if any."""

@@ -6,7 +6,9 @@
   gain is at least CPU_WORTH times the rise in CPU per Gb, plus the noise margin (+10% CPU per
   Gb must buy +12% throughput: the extra CPU then goes into delivered bytes at least as much as
   into interrupts); otherwise the best measured rate the rule accepts that holds the adaptive ITR's
-  throughput wins, or the adaptive ITR stays.
+  throughput wins, or the adaptive ITR stays. On a blind datagram receiver (no return traffic,
+  its guest's socket drops unknown) a costlier result must also beat the adaptive ITR by
+  BLIND_NOISE_Z standard errors of the search's own window noise (SearchConfig.noise_z).
 - ``efficiency``: CPU per Gb first: the lowest interrupt rate whose throughput is within
   EFFICIENCY_MARGIN of the best measured and of the guest's adaptive ITR (a config rule's
   ``throughput_margin`` gives another share), down to a 1 ms coalescing delay, and the CPU rule
@@ -39,6 +41,9 @@ from vftune.itr import MAX_RX_USECS
 from vftune.rules import THROUGHPUT_MARGIN_RANGE
 
 CPU_WORTH = 1.0  # throughput: a gain must be at least the rise in CPU per Gb
+# A blind datagram receiver (no return traffic, socket drops unknown): under `throughput` more
+# interrupts must gain two standard errors of the search's own window noise (SearchTuner._begin).
+BLIND_NOISE_Z = 2.0
 EFFICIENCY_MARGIN = 0.02  # efficiency: throughput within 2% of the best (the noise margin)
 EFFICIENCY_CPU_WORTH = math.inf  # efficiency: never more CPU per Gb than the adaptive ITR
 LATENCY_MAX_INTERVAL_US = 100.0
