@@ -572,7 +572,7 @@ class SearchTuner(VfPolicy):
             if kept is None:
                 return None
             self.meter.start(s.t, self.options.settle_s)
-            return TunerEvent(s.t, Cause.RECALL, {"klass": str(self.held_class), "itr": profile.itr,
+            return TunerEvent(s.t, Cause.RECALL, {"klass": str(klass), "itr": profile.itr,
                                                   "source": kept, "set": profile.itr})
         self._fit_probe = (recalled, up, None)
         self.meter.start(s.t, self.options.settle_s)
