@@ -571,6 +571,30 @@ def test_a_host_setting_that_holds_this_vf_down_starts_its_own_search():
     assert host.itr == itr and len(tuner.memory) == 1  # the result is this VF's own
 
 
+def test_a_search_for_a_host_setting_that_did_not_fit_resumes_instead_of_recalling_it():
+    shared, itr, bps = _host_learned(8_000)
+    load = {"on": 1.0}
+    limited = lambda r: load["on"] * min(1.2 * bps, bps * math.sqrt(r / itr))  # noqa: E731
+    vf, tuner = _second_vf(shared, limited, 0)
+
+    def step() -> None:
+        d = tuner.step(replace(vf.sample(), pci="0000:03:10.2"))
+        if d is not None:
+            vf.decisions.append((vf.t, d))
+            vf.itr = quantize_itr(d.itr) if d.itr else 0
+
+    while tuner.restarts["misfit"] == 0 or tuner.search is None or tuner.search.probes < 2:
+        step()
+    seen = len(vf.decisions)
+    for on, ticks in ((0.0, 6), (1.0, 4)):  # idle in the middle of its search, then back
+        load["on"] = on
+        for _ in range(ticks):
+            step()
+    later = [d for _, d in vf.decisions[seen:]]
+    assert later and not any(d.cause == "recall" for d in later)
+    assert any("search resumed" in d.reason for d in later) and tuner.restarts["misfit"] == 1
+
+
 def test_a_host_setting_that_fits_this_vf_is_kept_and_not_checked_again():
     shared, itr, _ = _host_learned(8_000)
     load = {"on": 1.0}

@@ -242,7 +242,8 @@ class SearchTuner(VfPolicy):
         # A host-recalled setting's window, the higher rate it is checked against and that
         # rate's window once measured, until the setting's second window is in.
         self._fit_probe: tuple[Window, int, Window | None] | None = None
-        self._fits: set[tuple[WorkloadClass, int]] = set()  # host settings checked and found to fit this VF
+        # Host settings (class, rate) this VF checked: True fits it, False holds it down.
+        self._host_fit: dict[tuple[WorkloadClass, int], bool] = {}
         # A result, its search's figure and the held windows so far below it, until it holds.
         self._unconfirmed: tuple[int, float, int] | None = None
         self._load_changes: list[float] = []  # times the load changed class (acted on)
@@ -343,7 +344,7 @@ class SearchTuner(VfPolicy):
             return (*mine, "this VF")
         if self.options.host_memory:
             shared = self.profiles.host.nearest(klass)
-            if shared is not None:
+            if shared is not None and self._host_fit.get((shared[0], shared[1].itr)) is not False:
                 return (*shared, "host")
         return None
 
@@ -567,7 +568,7 @@ class SearchTuner(VfPolicy):
         up = quantize_itr(base * self.options.warm_span ** 2) if base > 0 else 0
         klass = self.held_class
         if (self._recall_source != "host" or not 0 < base < up <= self.full_bracket[1] or klass is None
-                or (klass, profile.itr) in self._fits or self._confined(recalled)):
+                or (klass, profile.itr) in self._host_fit or self._confined(recalled)):
             self._recalled = None
             if kept is None:
                 return None
@@ -590,7 +591,8 @@ class SearchTuner(VfPolicy):
         beyond confirm_margin (more than loads move between windows a second apart) that the
         objective's CPU rule would pay for says the setting holds this VF down, and this VF's
         own search starts, from the host's setting (its better window: the incumbent) upwards;
-        its result stays this VF's (the finder's setting is right for the finder). Otherwise
+        its result stays this VF's (the finder's setting is right for the finder), and the
+        host's setting is not recalled for it again (a search cut short resumes). Otherwise
         the setting stays, and is not checked again for this VF while the host keeps it, unless
         the port filled meanwhile (a gain could not show): then the next recall checks again."""
         assert self._fit_probe is not None
@@ -614,13 +616,14 @@ class SearchTuner(VfPolicy):
         worth = self.search_config.cpu_worth
         pays = worth is None or rise <= 0.0 or gain >= worth * rise
         if gain > self.options.confirm_margin and pays and klass is not None:
+            self._host_fit[(klass, profile.itr)] = False  # not recalled again: its own search resumes
             event = self._begin(s, Cause.RESTART_MISFIT, warm=False, baseline=best, klass=klass,
                                 floor=profile.itr, klass_name=str(klass), itr=profile.itr, up=up, change=gain)
             if self.active is not None:
                 self.active.own = True
             return event
         if klass is not None and not (self._confined(higher) or self._confined(w)):
-            self._fits.add((klass, profile.itr))
+            self._host_fit[(klass, profile.itr)] = True
         return TunerEvent(s.t, Cause.RECALL, {"klass": str(klass), "itr": profile.itr,
                                               "source": f"kept for this VF: {itr_label(up)} gains {gain:+.0%}"})
 
