@@ -529,6 +529,92 @@ def test_a_class_another_vf_of_the_host_learned_is_recalled_first():
     assert "(host)" in second.decisions[0][1].reason and t2.searches == 0
 
 
+def _second_vf(shared: object, f: Callable[[float], float], ticks: int) -> tuple[SyntheticVf, SearchTuner]:
+    from vftune.agent.memory import HostProfiles
+
+    assert isinstance(shared, HostProfiles)
+    vf = SyntheticVf(f)
+    tuner = SearchTuner("0000:03:10.2", caps(), profiles=shared)
+    for _ in range(ticks):
+        d = tuner.step(replace(vf.sample(), pci="0000:03:10.2"))
+        if d is not None:
+            vf.decisions.append((vf.t, d))
+            vf.itr = quantize_itr(d.itr) if d.itr else 0
+    return vf, tuner
+
+
+def _host_learned(peak: float) -> tuple[object, int, float]:
+    """A host whose first VF searched a bulk load peaking at `peak`: its memory, the rate and
+    the throughput it remembers."""
+    from vftune.agent.memory import HostProfiles
+
+    shared = HostProfiles()
+    SyntheticVf(curve(peak)).run(SearchTuner(PCI, caps(), profiles=shared), 150)
+    ((_, found),) = shared.host.profiles.items()
+    return shared, found.itr, found.bps
+
+
+def test_a_host_setting_that_holds_this_vf_down_starts_its_own_search():
+    """Same class on the counters, another answer to the rate (a window-limited flow beside
+    an autotuned one): at the host's setting it delivers what the finder did, at four times
+    the rate 20% more. It searches for itself, and the finder's setting stays the host's."""
+    shared, itr, bps = _host_learned(8_000)
+    limited = lambda r: min(1.2 * bps, bps * math.sqrt(r / itr))  # noqa: E731
+    vf, tuner = _second_vf(shared, limited, 120)
+    causes = [d.cause for _, d in vf.decisions]
+    assert causes[:4] == ["recall", "probe", "probe", "restart-misfit"]
+    assert [d.itr for _, d in vf.decisions[1:3]] == [quantize_itr(itr * 4), itr]  # higher, then the setting again
+    assert "holds this VF down" in vf.decisions[3][1].reason and tuner.restarts["misfit"] == 1
+    assert f"searching {itr}.." in vf.decisions[3][1].reason  # only above the host's setting
+    assert tuner.state()["phase"] == "holding" and limited(vf.itr) >= 0.99 * limited(itr * 100)
+    ((_, host),) = shared.host.profiles.items()  # type: ignore[attr-defined]
+    assert host.itr == itr and len(tuner.memory) == 1  # the result is this VF's own
+
+
+def test_a_search_for_a_host_setting_that_did_not_fit_resumes_instead_of_recalling_it():
+    shared, itr, bps = _host_learned(8_000)
+    load = {"on": 1.0}
+    limited = lambda r: load["on"] * min(1.2 * bps, bps * math.sqrt(r / itr))  # noqa: E731
+    vf, tuner = _second_vf(shared, limited, 0)
+
+    def step() -> None:
+        d = tuner.step(replace(vf.sample(), pci="0000:03:10.2"))
+        if d is not None:
+            vf.decisions.append((vf.t, d))
+            vf.itr = quantize_itr(d.itr) if d.itr else 0
+
+    while tuner.restarts["misfit"] == 0 or tuner.search is None or tuner.search.probes < 2:
+        step()
+    seen = len(vf.decisions)
+    for on, ticks in ((0.0, 6), (1.0, 4)):  # idle in the middle of its search, then back
+        load["on"] = on
+        for _ in range(ticks):
+            step()
+    later = [d for _, d in vf.decisions[seen:]]
+    assert later and not any(d.cause == "recall" for d in later)
+    assert any("search resumed" in d.reason for d in later) and tuner.restarts["misfit"] == 1
+
+
+def test_a_host_setting_that_fits_this_vf_is_kept_and_not_checked_again():
+    shared, itr, _ = _host_learned(8_000)
+    load = {"on": 1.0}
+    same = curve(8_000)
+    vf, tuner = _second_vf(shared, lambda r: load["on"] * same(r), 40)
+    assert [d.cause for _, d in vf.decisions] == ["recall", "probe", "probe"] and vf.itr == itr
+    assert "kept for this VF" in tuner.events[-1].text() and tuner.searches == 0
+    # Idle, then the same load again: recalled at once, no second check.
+    seen = len(tuner.events)
+    for on, ticks in ((0.0, 10), (1.0, 20)):
+        load["on"] = on
+        for _ in range(ticks):
+            d = tuner.step(replace(vf.sample(), pci="0000:03:10.2"))
+            if d is not None:
+                vf.decisions.append((vf.t, d))
+                vf.itr = quantize_itr(d.itr) if d.itr else 0
+    assert [e.cause for e in tuner.events[seen:]] == ["idle", "recall"]
+    assert len(vf.decisions) == 3 and vf.itr == itr and tuner.searches == 0
+
+
 def test_loads_that_flip_faster_than_a_few_windows_go_back_to_the_adaptive_itr():
     load = {"bytes": 1500.0}
     vf = SyntheticVf(two_loads(load))

@@ -328,15 +328,38 @@ def test_a_gain_that_costs_more_cpu_per_bit_shows_as_a_rise_on_a_guest_with_two_
     assert with_irqs.cpu_per_bit(2e-6) == pytest.approx(0.2 / 2e9 + 2e-6 * 1000 / 1e9)
 
 
-def test_saturation_is_remembered_for_a_while():
+def _port_window(t: float, port_bps: float) -> Window:
+    return window(t, 3e9, duration=1.0, port_bps=port_bps, capacity_bps=9.9e9, share_bps=2.5e9)
+
+
+def test_a_port_saturated_most_of_the_time_stays_saturated_through_a_neighbours_dip():
+    """A neighbour probing a low rate leaves room for a window or two: not this VF's to keep."""
     judge = PortJudge(memory_s=60.0)
-    judge.observe(window(0, 3e9, port_bps=9.9e9, capacity_bps=9.9e9, share_bps=2.5e9))
-    later = window(30, 3e9, port_bps=8e9, capacity_bps=9.9e9, share_bps=2.5e9)
-    judge.observe(later)
-    assert judge.judge(later).saturated
-    much_later = window(100, 3e9, port_bps=8e9, capacity_bps=9.9e9, share_bps=2.5e9)
+    for t in range(20):
+        judge.observe(_port_window(t, 9.9e9))
+    dip = _port_window(20, 8e9)
+    judge.observe(dip)
+    assert judge.judge(dip).saturated and judge.judge(dip).credited_bps == pytest.approx(2.5e9)
+    much_later = _port_window(100, 8e9)
     judge.observe(much_later)
     assert not judge.judge(much_later).saturated
+
+
+def test_a_burst_that_filled_the_port_does_not_hold_a_vf_to_its_share_after_it_ends():
+    """Three saturated windows in a minute of a port at 65-85%: the windows after the burst
+    are judged on what the VF gets, not held to its share for a minute."""
+    judge = PortJudge(memory_s=60.0)
+    for t in range(30):
+        judge.observe(_port_window(t, 6.5e9))
+    for t in range(30, 33):
+        burst = _port_window(t, 9.9e9)
+        judge.observe(burst)
+        assert judge.judge(burst).saturated  # the burst's own windows: the port is full
+    for t in range(33, 40):
+        after = _port_window(t, 8.4e9)
+        judge.observe(after)
+        assert not judge.judge(after).saturated
+        assert judge.judge(after).credited_bps == pytest.approx(3e9)
 
 
 # ---- restart clock --------------------------------------------------------------------------

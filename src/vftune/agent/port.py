@@ -9,14 +9,18 @@ around the rate in force (looking only for a cheaper one).
 
 A small VF (a request/response tenant, or any VF well below its share) is judged on its own
 throughput: whatever it gains is not taken from anyone's share, so it needs only the noise
-margin, and its searches are not confined. The port counts as saturated for memory_s after a
-window found it so: room that neighbours' probes leave for a few seconds is not the VF's to
-keep. A port below its line rate, or unknown, changes nothing. Pure logic.
+margin, and its searches are not confined. The port counts as saturated while a window finds it
+so, and after that while it was so for at least half of the last memory_s (its windows'
+time): room that neighbours' probes leave for a few seconds is not the VF's to keep, but
+neither does a burst that filled the port for a few seconds hold the VF to its share for a
+minute after it ended (on ci-farm's runner3 it made a window-limited flow's search read every
+rate alike at a port 63-85% loaded). A port below its line rate, or unknown, changes nothing.
+Pure logic.
 """
 
 from __future__ import annotations
 
-import math
+from collections import deque
 from dataclasses import dataclass
 
 from vftune.agent.window import EPS, Window
@@ -38,18 +42,26 @@ class PortJudge:
         self.port_gain = port_gain
         self.margin = margin
         self.last: Window | None = None  # the last window that showed the port
-        self._saturated_t = -math.inf  # end of the last window that found the port saturated
+        # (end, seconds, saturated) of the windows that showed the port over the last memory_s.
+        self._recent: deque[tuple[float, float, bool]] = deque()
 
     def observe(self, w: Window) -> None:
         """Note the port's load over a window (every window, searching or not)."""
         if w.port_load is None:
             return
         self.last = w
-        if w.port_load >= self.saturation:
-            self._saturated_t = w.end
+        self._recent.append((w.end, w.duration, w.port_load >= self.saturation))
+        while self._recent[0][0] < w.end - self.memory_s - EPS:
+            self._recent.popleft()
 
     def saturated(self, w: Window) -> bool:
-        return w.port_load is not None and w.end - self._saturated_t <= self.memory_s + EPS
+        if w.port_load is None:
+            return False
+        if w.port_load >= self.saturation:
+            return True
+        seen = [(span, full) for end, span, full in self._recent if w.end - self.memory_s - EPS <= end <= w.end + EPS]
+        total = sum(span for span, _ in seen)
+        return total > 0 and 2 * sum(span for span, full in seen if full) >= total
 
     def takes_share(self, w: Window) -> bool:
         if w.share_bits is None or w.port_bits is None:
