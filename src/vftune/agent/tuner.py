@@ -242,8 +242,9 @@ class SearchTuner(VfPolicy):
         # A host-recalled setting's window, the higher rate it is checked against and that
         # rate's window once measured, until the setting's second window is in.
         self._fit_probe: tuple[Window, int, Window | None] | None = None
-        # Host settings (class, rate) this VF checked: True fits it, False holds it down.
-        self._host_fit: dict[tuple[WorkloadClass, int], bool] = {}
+        # The host's setting per class this VF last checked, and whether it fits (False: holds
+        # it down). One per class: a setting the host replaces is checked again.
+        self._host_fit: dict[WorkloadClass, tuple[int, bool]] = {}
         # A result, its search's figure and the held windows so far below it, until it holds.
         self._unconfirmed: tuple[int, float, int] | None = None
         self._load_changes: list[float] = []  # times the load changed class (acted on)
@@ -344,7 +345,7 @@ class SearchTuner(VfPolicy):
             return (*mine, "this VF")
         if self.options.host_memory:
             shared = self.profiles.host.nearest(klass)
-            if shared is not None and self._host_fit.get((shared[0], shared[1].itr)) is not False:
+            if shared is not None and self._host_fit.get(shared[0]) != (shared[1].itr, False):
                 return (*shared, "host")
         return None
 
@@ -568,7 +569,7 @@ class SearchTuner(VfPolicy):
         up = quantize_itr(base * self.options.warm_span ** 2) if base > 0 else 0
         klass = self.held_class
         if (self._recall_source != "host" or not 0 < base < up <= self.full_bracket[1] or klass is None
-                or (klass, profile.itr) in self._host_fit or self._confined(recalled)):
+                or self._host_fit.get(klass, (None, False))[0] == profile.itr or self._confined(recalled)):
             self._recalled = None
             if kept is None:
                 return None
@@ -616,14 +617,14 @@ class SearchTuner(VfPolicy):
         worth = self.search_config.cpu_worth
         pays = worth is None or rise <= 0.0 or gain >= worth * rise
         if gain > self.options.confirm_margin and pays and klass is not None:
-            self._host_fit[(klass, profile.itr)] = False  # not recalled again: its own search resumes
+            self._host_fit[klass] = (profile.itr, False)  # not recalled again: its own search resumes
             event = self._begin(s, Cause.RESTART_MISFIT, warm=False, baseline=best, klass=klass,
                                 floor=profile.itr, klass_name=str(klass), itr=profile.itr, up=up, change=gain)
             if self.active is not None:
                 self.active.own = True
             return event
         if klass is not None and not (self._confined(higher) or self._confined(w)):
-            self._host_fit[(klass, profile.itr)] = True
+            self._host_fit[klass] = (profile.itr, True)
         return TunerEvent(s.t, Cause.RECALL, {"klass": str(klass), "itr": profile.itr,
                                               "source": f"kept for this VF: {itr_label(up)} gains {gain:+.0%}"})
 
