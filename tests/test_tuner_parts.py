@@ -26,7 +26,7 @@ from vftune.agent.memory import (
 from vftune.agent.objective import Goal, Objective
 from vftune.agent.port import PortJudge
 from vftune.agent.restart import RestartClock
-from vftune.agent.window import MedianPool, Window, WindowMeter, median_window, starved
+from vftune.agent.window import MedianPool, Window, WindowMeter, joined, median_window, starved
 from vftune.itr import ITR_MAX_RATE, ITR_MIN_RATE
 from vftune.model import VfSample
 
@@ -534,6 +534,18 @@ def test_a_window_shows_the_lowest_rate_between_its_counter_refreshes():
     assert stale.bps == pytest.approx(1.5e9) and stale.lowest_part_bps == pytest.approx(1e9)
     stopped = window([(2e9, True), (2e9, True), (0.0, True), (0.0, True)])  # the load stopped halfway
     assert stopped.bps == pytest.approx(1e9) and stopped.lowest_part_bps == 0.0
+
+
+def test_slices_taken_apart_in_time_join_into_one_window_of_their_sums():
+    """The adaptive ITR measured over slices of several visits: rates are the sums over the
+    slices' own time (not the gaps between them), and what one slice does not know the joined
+    window does not know either."""
+    a = Window(10.0, 10.5, 1e9, 1e5, 4000, 0, rx_bits=9e8, cpu_s=0.1, lowest_part_bps=1.9e9)
+    b = Window(17.0, 18.0, 3e9, 2e5, 9000, 0, rx_bits=2.7e9, cpu_s=None, lowest_part_bps=2.5e9)
+    w = joined([a, b])
+    assert (w.end, w.duration) == (18.0, pytest.approx(1.5))
+    assert w.bps == pytest.approx(4e9 / 1.5) and w.interrupt_rate == pytest.approx(13000 / 1.5)
+    assert w.rx_bits == pytest.approx(3.6e9) and w.cpu_s is None and w.lowest_part_bps == pytest.approx(1.9e9)
 
 
 def test_interrupts_without_traffic_read_as_starved_not_idle():

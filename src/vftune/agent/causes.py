@@ -77,7 +77,9 @@ _TEMPLATES: dict[Cause, tuple[str, ...]] = {
     Cause.RESTART_MISFIT: ("{klass}: the host's {itr} (another VF's) holds this VF down, {up} gains {change}",
                            "; searching {low}..{high}/s", "; {port}"),
     Cause.RECALL: ("{klass}: remembered {itr} ({source})",),
-    Cause.HANDBACK: ("{changes} load changes in {span_s} s (one every {dwell_s} s): the VF's adaptive ITR",),
+    Cause.HANDBACK: ("{changes} load changes in {span_s} s (one every {dwell_s} s): the VF's adaptive ITR",
+                     "{klass}: {unmeasured} windows in a row of its search saw the load change or stop inside"
+                     " them: the VF's adaptive ITR for this class"),
     Cause.RESUME: ("load steady for {steady_s} s ({klass})", "; searching {low}..{high}/s", "; {port}"),
     Cause.ABORT: ("{why}; back to {itr}",),
     Cause.IDLE: ("load fell to {mbps} Mbit/s, holding {itr}",),

@@ -43,7 +43,7 @@ from vftune.agent.objective import BLIND_NOISE_Z, Goal, Objective
 from vftune.agent.policy import VfPolicy
 from vftune.agent.port import PortJudge
 from vftune.agent.restart import RestartClock
-from vftune.agent.window import Window, WindowMeter, starved
+from vftune.agent.window import Window, WindowMeter, joined, starved
 from vftune.itr import itr_label, quantize_itr, same_itr
 from vftune.model import Capabilities, ItrDecision, VfSample
 
@@ -90,6 +90,10 @@ class TunerOptions:
     # sooner than handback_windows x (settle + window): nothing measured would hold long enough.
     handback_changes: int = 4
     handback_windows: float = 2.0
+    # A class whose search had this many probe windows in a row measure nothing (its load
+    # changed class or stopped inside each: the windows straddle its changes) gets the adaptive
+    # ITR as its setting, so the VF stops searching it while its other classes are tuned.
+    handback_unmeasured: int = 4
     resume_s: float = 60.0  # after a handback: steady this long before tuning again
     port_saturation: float = 0.98  # a port loaded to this share of its line rate is saturated ...
     port_memory_s: float = 60.0  # ... and stays so this long after a window found it so
@@ -112,7 +116,7 @@ class TunerOptions:
             if f.name in positive and value == 0:
                 raise ValueError(f"tuner option {f.name} must be > 0, got {value!r}")
         for name in ("restart_interrupts", "change_windows", "recall_windows", "max_apply_misses",
-                     "max_probes", "reference_windows", "handback_changes", "confirm_windows"):
+                     "max_probes", "reference_windows", "handback_changes", "handback_unmeasured", "confirm_windows"):
             if getattr(self, name) < 1:
                 raise ValueError(f"tuner option {name} must be >= 1, got {getattr(self, name)!r}")
         if self.warm_span <= 1:
@@ -236,6 +240,11 @@ class SearchTuner(VfPolicy):
         self.convergences: list[Convergence] = []
         self._misses = 0
         self._remeasures = 0  # windows in a row of this probe measured again (idle spans inside)
+        # Per load shape (kind, size, mix: a class but its rate's decade, which the probes move):
+        # its searches' windows in a row that measured nothing.
+        self._unmeasured: dict[tuple[str, str, str], int] = {}
+        # Per load shape: slices of the adaptive ITR's windows that held the load (_gather).
+        self._slices: dict[tuple[str, str, str], list[Window]] = {}
         self._recalled: Profile | None = None  # the profile in force after a recall, until verified
         self._recall_window: Window | None = None  # the recalled setting's window, while adaptive is measured
         self._recall_source = ""  # whose setting the recall is: "this VF", "host"
@@ -437,6 +446,8 @@ class SearchTuner(VfPolicy):
         if cause is not Cause.START:
             self._load_changes.append(w.end)
             del self._load_changes[:-self.options.handback_changes - 1]
+        if cause is Cause.RESTART_IN_SEARCH and self.active is not None:
+            self._wasted(w, self.active.klass)
         self._suspend()
         if cause is not Cause.START and self._flapping():
             return self._handback(s, klass)
@@ -447,6 +458,31 @@ class SearchTuner(VfPolicy):
             return self._resume(s, self.suspended.pop(klass))
         return self._begin(s, cause, warm=False, baseline=w, klass=klass,
                            what=f"load changed to {klass}", mbps=round(w.bps / 1e6), klass_name=str(klass))
+
+    def _wasted(self, w: Window, klass: WorkloadClass | None) -> Profile | None:
+        """A window of `klass`'s search measured nothing: its load changed class or stopped
+        inside it. After handback_unmeasured such windows in a row no search of the class can
+        finish (its load never holds for one window): the class gets the adaptive ITR as this
+        VF's setting, returned, and is searched again only when a periodic restart comes."""
+        if klass is None:
+            return None
+        wasted = self._unmeasured.get(_shape(klass), 0) + 1
+        if wasted < self.options.handback_unmeasured:
+            self._unmeasured[_shape(klass)] = wasted
+            return None
+        self._measured(klass)
+        self.suspended.pop(klass, None)
+        if self.active is not None and self.active.klass == klass:
+            self.active.klass = None  # not suspended again for the class
+        given = Profile(0, w.app_bps, None, w.end)
+        self.memory.remember(klass, given)
+        self.handbacks += 1
+        self._note(w.end, Cause.HANDBACK, klass=str(klass), unmeasured=wasted)
+        return given
+
+    def _measured(self, klass: WorkloadClass | None) -> None:
+        if klass is not None:
+            self._unmeasured.pop(_shape(klass), None)
 
     def _flapping(self) -> bool:
         o = self.options
@@ -659,7 +695,6 @@ class SearchTuner(VfPolicy):
 
     def _step_probing(self, s: VfSample) -> TunerEvent | None:
         assert self.active is not None and self.probe_itr is not None
-        search = self.active.search
         if not same_itr(s.itr, self.probe_itr):
             if s.itr_pending is not None and same_itr(s.itr_pending, self.probe_itr):
                 self.meter.add(s)  # on its way: the window starts once the VF runs it
@@ -673,12 +708,20 @@ class SearchTuner(VfPolicy):
         w = self._measure(s)
         if w is None:
             return self._glance(s, self.meter.slice)
+        return self._probe_window(s, w)
+
+    def _probe_window(self, s: VfSample, w: Window) -> TunerEvent | None:
+        """A probe's window is in: tell the search what it measured, or say why not."""
+        assert self.active is not None and self.probe_itr is not None
+        search = self.active.search
         self._last_window = w
         if w.bps < self.options.min_throughput_bps and starved(w):
             # The probed rate livelocks the guest: it delivered nothing, which is its measure.
             search.tell(self.probe_itr, 0.0)
+            self._measured(self.active.klass)
             return self._next_probe(s)
         if w.bps < self.options.min_throughput_bps:
+            self._wasted(w, self.active.klass)
             self._suspend()  # its measurements stay valid when the class comes back
             self.active = self._last_search
             return self._abort(s, f"VF idle during probe ({w.bps / 1e6:.2f} Mbit/s)")
@@ -689,6 +732,10 @@ class SearchTuner(VfPolicy):
             # the setting (a bulk load going idle halfway reads as half the throughput). The next
             # window tells: idle aborts the probe, busy measures it.
             self._remeasures += 1
+            klass = self.active.klass
+            given = self._wasted(w, klass)
+            if given is not None and klass is not None:
+                return self._recall(s, klass, given, "this VF")
             return TunerEvent(w.end, Cause.REMEASURE, {"itr": self.probe_itr, "mbps": round(w.bps / 1e6, 1)})
         self._remeasures = 0
         klass = classify(w, self.active.klass)
@@ -706,6 +753,9 @@ class SearchTuner(VfPolicy):
                        mbps=round(w.bps / 1e6))
         search.tell(self.probe_itr, verdict.credited_bps, w.cpu_per_bit(self.options.host_irq_cost_s),
                     scale=w.bps if w.dropped_bits else None, interrupt_rate=w.interrupt_rate)
+        self._measured(self.active.klass)
+        if self.probe_itr == 0 and self.active.klass is not None:
+            self._slices.pop(_shape(self.active.klass), None)  # the adaptive ITR is measured
         return self._next_probe(s)
 
     def _glance(self, s: VfSample, part: Window | None) -> TunerEvent | None:
@@ -720,10 +770,28 @@ class SearchTuner(VfPolicy):
         if part.lowest_part_bps is not None and part.lowest_part_bps < self.options.min_throughput_bps:
             return None
         klass = classify(part, self.active.klass)
-        if klass is None or same_shape(klass, self.active.klass):
+        if klass is None:
             return None
+        if same_shape(klass, self.active.klass):
+            return self._gather(s, part)
         self._last_window = part
         return self._new_load(s, part, klass, Cause.RESTART_IN_SEARCH)
+
+    def _gather(self, s: VfSample, part: Window) -> TunerEvent | None:
+        """A slice of the adaptive ITR's window that held the load: kept for the load's shape, so
+        that a load which never holds for the whole window (changing class or stopping every few
+        seconds) is measured over the slices of several visits. Slices older than a lasting
+        change of rate (load_change_s) are dropped: they may have measured another level."""
+        assert self.active is not None and self.active.klass is not None
+        o = self.options
+        shape = _shape(self.active.klass)
+        kept = [x for x in self._slices.get(shape, ()) if part.end - x.end < o.load_change_s] + [part]
+        self._slices[shape] = kept[-o.adaptive_windows:]
+        self._measured(self.active.klass)  # a part of the window measured the load
+        if len(kept) < o.adaptive_windows:
+            return None  # (a window measured in one piece shows one slice fewer than it holds)
+        del self._slices[shape]
+        return self._probe_window(s, joined(kept[-o.adaptive_windows:]))
 
     def _suspend(self) -> None:
         """Keep a running search for its class (its measurements stay valid when it returns)."""
@@ -884,3 +952,7 @@ class SearchTuner(VfPolicy):
         if not same_itr(back, s.itr):
             values["set"] = back
         return TunerEvent(s.t, Cause.ABORT, values)
+
+
+def _shape(klass: WorkloadClass) -> tuple[str, str, str]:
+    return (klass.kind, klass.size, klass.mix)

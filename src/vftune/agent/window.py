@@ -128,6 +128,24 @@ def median_window(windows: list[Window]) -> Window:
     return ordered[(len(ordered) - 1) // 2]
 
 
+def joined(windows: Sequence[Window]) -> Window:
+    """Windows of one setting taken at different times, as one: sums over them, ending where
+    the last ends and lasting as long as they do together."""
+    def total(values: list[float | None]) -> float | None:
+        return None if any(v is None for v in values) else sum(v for v in values if v is not None)
+
+    duration = sum(w.duration for w in windows)
+    last = windows[-1]
+    irqs = [w.interrupts for w in windows]
+    return Window(last.end - duration, last.end, sum(w.bits for w in windows), sum(w.packets for w in windows),
+                  None if any(i is None for i in irqs) else sum(i for i in irqs if i is not None), last.itr,
+                  sum(w.rx_bits for w in windows), total([w.port_bits for w in windows]),
+                  total([w.port_capacity_bits for w in windows]), total([w.share_bits for w in windows]),
+                  sum(w.rx_packets for w in windows), total([w.cpu_s for w in windows]),
+                  total([w.dropped_bits for w in windows]), total([w.guest_bits for w in windows]),
+                  min(w.bps if w.lowest_part_bps is None else w.lowest_part_bps for w in windows))
+
+
 class MedianPool:
     """The latest `maxlen` windows in arrival order, kept sorted by bit rate as well, so their
     median_window is a lookup instead of a sort each window (126 VFs x 512 windows, twice a
