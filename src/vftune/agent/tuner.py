@@ -43,6 +43,7 @@ from vftune.agent.objective import BLIND_NOISE_Z, Goal, Objective
 from vftune.agent.policy import VfPolicy
 from vftune.agent.port import PortJudge
 from vftune.agent.restart import RestartClock
+from vftune.agent.siblings import SiblingWatch
 from vftune.agent.window import Window, WindowMeter, joined, starved
 from vftune.itr import itr_label, quantize_itr, same_itr
 from vftune.model import Capabilities, ItrDecision, VfSample
@@ -95,6 +96,10 @@ class TunerOptions:
     # ITR as its setting, so the VF stops searching it while its other classes are tuned.
     handback_unmeasured: int = 4
     resume_s: float = 60.0  # after a handback: steady this long before tuning again
+    # A held setting is checked against one window of the adaptive ITR when the load of the
+    # guest's other VFs (which share its vCPUs) moves this many times, either way, for this long.
+    sibling_change: float = 2.0
+    sibling_change_s: float = 10.0
     port_saturation: float = 0.98  # a port loaded to this share of its line rate is saturated ...
     port_memory_s: float = 60.0  # ... and stays so this long after a window found it so
     port_gain: float = 0.01  # a VF taking its share must raise the port's total by this much
@@ -106,7 +111,8 @@ class TunerOptions:
     max_interval_us: float | None = None
 
     def __post_init__(self) -> None:
-        positive = ("window_s", "adaptive_windows", "tolerance", "warm_span", "restart_s", "handback_windows", "max_interval_us")
+        positive = ("window_s", "adaptive_windows", "tolerance", "warm_span", "restart_s", "handback_windows", "max_interval_us",
+                    "sibling_change_s")
         for f in fields(self):
             value = getattr(self, f.name)
             if isinstance(value, bool) or value is None:
@@ -220,6 +226,7 @@ class SearchTuner(VfPolicy):
         self.changes = ChangeDetector(o.min_throughput_bps, o.load_change, o.load_change_s, o.change_windows,
                                       o.reference_windows)
         self.port = PortJudge(o.port_saturation, o.port_memory_s, o.port_gain, o.margin)
+        self.siblings = SiblingWatch(o.sibling_change, o.sibling_change_s, reference_windows=o.reference_windows)
         self.clock = RestartClock(pci, o.restart_interrupts, o.restart_s, o.restart_jitter)
         self.profiles = profiles or HostProfiles()
         self.memory: ClassMemory = self.profiles.for_vf(pci)
@@ -247,6 +254,7 @@ class SearchTuner(VfPolicy):
         self._slices: dict[tuple[str, str, str], list[Window]] = {}
         self._recalled: Profile | None = None  # the profile in force after a recall, until verified
         self._recall_window: Window | None = None  # the recalled setting's window, while adaptive is measured
+        self._check_margin = o.margin  # what the adaptive ITR must gain over that window to search again
         self._recall_source = ""  # whose setting the recall is: "this VF", "host"
         # A host-recalled setting's window, the higher rate it is checked against and that
         # rate's window once measured, until the setting's second window is in.
@@ -379,6 +387,10 @@ class SearchTuner(VfPolicy):
             checked = self._check_result(s, w)
             if checked is not None:
                 return checked
+        if self.siblings.observe(w):
+            checked = self._check_context(s, w)
+            if checked is not None:
+                return checked
         change = self.changes.observe(w, self._windows_for)
         if change is None:
             return None
@@ -505,6 +517,7 @@ class SearchTuner(VfPolicy):
         self._unconfirmed = None
         self._steady_since = s.t
         self.changes.reset(klass)
+        self.siblings.reset()
         self.meter.start(s.t, o.settle_s)
         return TunerEvent(s.t, Cause.HANDBACK, {"changes": len(times), "span_s": round(span),
                                                  "dwell_s": round(span / max(1, len(times) - 1), 1),
@@ -544,6 +557,7 @@ class SearchTuner(VfPolicy):
         self._fit_probe = None
         self._unconfirmed = None
         self.changes.reset(klass)
+        self.siblings.reset()
         self.clock.reset(self.searches)
         moved = not same_itr(profile.itr, s.itr)
         self.meter.start(s.t, self.options.settle_s if moved else 0.0)
@@ -576,11 +590,12 @@ class SearchTuner(VfPolicy):
                 profile.bps = w.app_bps
                 return None
             self._recall_window = w
+            self._check_margin = self.options.margin
             self.meter.start(s.t, self.options.settle_s)
             return TunerEvent(s.t, Cause.PROBE, {"n": 1, "of": 1, "itr": 0, "role": "checking the recalled setting",
                                                  "set": 0})
         recalled, self._recall_window = self._recall_window, None
-        if w.app_bps > recalled.app_bps * (1.0 + self.options.margin):
+        if w.app_bps > recalled.app_bps * (1.0 + self._check_margin):
             self._recalled = None
             klass = self.held_class
             self._forget_held_class()
@@ -588,6 +603,28 @@ class SearchTuner(VfPolicy):
                                itr=profile.itr, change=recalled.app_bps / w.app_bps - 1.0)
         profile.bps = recalled.app_bps
         return self._check_fit(s, recalled, profile, "kept: the adaptive ITR does no better")
+
+    def _check_context(self, s: VfSample, w: Window) -> TunerEvent | None:
+        """The guest's other VFs changed load for sibling_change_s (SiblingWatch): the CPU the
+        guest has left for this VF moved, and the held rate was searched for the CPU it had. One
+        window of the adaptive ITR beside the held one tells whether it still does as well; the
+        recall's check (_check_recall) then searches the class again or puts the setting back.
+        Not for the adaptive ITR itself, nor on a saturated port whose share the VF takes."""
+        self.siblings.reset()
+        klass, itr = self.held_class, self.held_itr
+        if klass is None or not itr or self._confined(w):
+            return None
+        mine = self.memory.get(klass)
+        self._recalled = mine if mine is not None and same_itr(mine.itr, itr) else Profile(itr, w.app_bps, None, s.t)
+        self._recall_window = w
+        # One window each, a second apart, on a load whose neighbours just moved: the adaptive
+        # ITR must beat the held rate by more than such windows move (the fit check's margin).
+        self._check_margin = self.options.confirm_margin
+        self._recall_source = "this VF"
+        self._fit_probe = None
+        self.meter.start(s.t, self.options.settle_s)
+        return TunerEvent(s.t, Cause.PROBE, {"n": 1, "of": 1, "itr": 0, "set": 0,
+                                             "role": "checking the held setting: the guest's other VFs changed load"})
 
     def _check_fit(self, s: VfSample, recalled: Window, profile: Profile, kept: str | None) -> TunerEvent | None:
         """A recalled setting that held up: when another VF found it (the host's memory), a
@@ -927,6 +964,7 @@ class SearchTuner(VfPolicy):
         self.active = None
         self.probe_itr = None
         self.changes.reset(klass)
+        self.siblings.reset()
         self.clock.reset(self.searches)
         moved = not same_itr(best, s.itr)
         self.meter.start(s.t, self.options.settle_s if moved else 0.0)
