@@ -209,4 +209,4 @@ class ChangeDetector:
 
 def same_shape(a: WorkloadClass, b: WorkloadClass) -> bool:
     """Kind, size and mix alike: what a search compares (its probes move the rate)."""
-    return (a.kind, a.size, a.mix) == (b.kind, b.size, b.mix)
+    return a.shape == b.shape

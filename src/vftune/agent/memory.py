@@ -45,6 +45,11 @@ class WorkloadClass:
     def key(self) -> str:
         return f"{self.kind}/{self.size}/{self.mix}/1e{self.decade}"
 
+    @property
+    def shape(self) -> tuple[str, str, str]:
+        """Kind, size and mix: the class but its rate's decade (which the probes move)."""
+        return (self.kind, self.size, self.mix)
+
     @classmethod
     def from_key(cls, key: str) -> WorkloadClass:
         try:
@@ -131,7 +136,7 @@ class ClassMemory:
         if klass in self.profiles:
             return klass, self.profiles[klass]
         near = [k for k in self.profiles
-                if (k.kind, k.size, k.mix) == (klass.kind, klass.size, klass.mix) and abs(k.decade - klass.decade) == 1]
+                if k.shape == klass.shape and abs(k.decade - klass.decade) == 1]
         if not near:
             return None
         best = max(near, key=lambda k: self.profiles[k].found_t)

@@ -125,8 +125,9 @@ class TunerOptions:
                      "max_probes", "reference_windows", "handback_changes", "handback_unmeasured", "confirm_windows"):
             if getattr(self, name) < 1:
                 raise ValueError(f"tuner option {name} must be >= 1, got {getattr(self, name)!r}")
-        if self.warm_span <= 1:
-            raise ValueError(f"tuner option warm_span must be > 1, got {self.warm_span!r}")
+        for name in ("warm_span", "sibling_change"):
+            if getattr(self, name) <= 1:
+                raise ValueError(f"tuner option {name} must be > 1, got {getattr(self, name)!r}")
 
     @classmethod
     def from_mapping(cls, values: dict[str, object] | None) -> TunerOptions:
@@ -247,8 +248,7 @@ class SearchTuner(VfPolicy):
         self.convergences: list[Convergence] = []
         self._misses = 0
         self._remeasures = 0  # windows in a row of this probe measured again (idle spans inside)
-        # Per load shape (kind, size, mix: a class but its rate's decade, which the probes move):
-        # its searches' windows in a row that measured nothing.
+        # Per load shape (WorkloadClass.shape): its searches' windows in a row that measured nothing.
         self._unmeasured: dict[tuple[str, str, str], int] = {}
         # Per load shape: slices of the adaptive ITR's windows that held the load (_gather).
         self._slices: dict[tuple[str, str, str], list[Window]] = {}
@@ -478,9 +478,9 @@ class SearchTuner(VfPolicy):
         VF's setting, returned, and is searched again only when a periodic restart comes."""
         if klass is None:
             return None
-        wasted = self._unmeasured.get(_shape(klass), 0) + 1
+        wasted = self._unmeasured.get(klass.shape, 0) + 1
         if wasted < self.options.handback_unmeasured:
-            self._unmeasured[_shape(klass)] = wasted
+            self._unmeasured[klass.shape] = wasted
             return None
         self._measured(klass)
         self.suspended.pop(klass, None)
@@ -494,7 +494,7 @@ class SearchTuner(VfPolicy):
 
     def _measured(self, klass: WorkloadClass | None) -> None:
         if klass is not None:
-            self._unmeasured.pop(_shape(klass), None)
+            self._unmeasured.pop(klass.shape, None)
 
     def _flapping(self) -> bool:
         o = self.options
@@ -792,7 +792,7 @@ class SearchTuner(VfPolicy):
                     scale=w.bps if w.dropped_bits else None, interrupt_rate=w.interrupt_rate)
         self._measured(self.active.klass)
         if self.probe_itr == 0 and self.active.klass is not None:
-            self._slices.pop(_shape(self.active.klass), None)  # the adaptive ITR is measured
+            self._slices.pop(self.active.klass.shape, None)  # the adaptive ITR is measured
         return self._next_probe(s)
 
     def _glance(self, s: VfSample, part: Window | None) -> TunerEvent | None:
@@ -821,7 +821,7 @@ class SearchTuner(VfPolicy):
         change of rate (load_change_s) are dropped: they may have measured another level."""
         assert self.active is not None and self.active.klass is not None
         o = self.options
-        shape = _shape(self.active.klass)
+        shape = self.active.klass.shape
         kept = [x for x in self._slices.get(shape, ()) if part.end - x.end < o.load_change_s] + [part]
         self._slices[shape] = kept[-o.adaptive_windows:]
         self._measured(self.active.klass)  # a part of the window measured the load
@@ -990,7 +990,3 @@ class SearchTuner(VfPolicy):
         if not same_itr(back, s.itr):
             values["set"] = back
         return TunerEvent(s.t, Cause.ABORT, values)
-
-
-def _shape(klass: WorkloadClass) -> tuple[str, str, str]:
-    return (klass.kind, klass.size, klass.mix)
