@@ -98,7 +98,7 @@ def test_a_port_with_an_unrated_vf_has_no_port_view():
 
 def test_room_a_neighbour_leaves_for_a_few_seconds_is_not_the_vfs_share():
     inv = _inventory(4)
-    port, deriver = Port(inv), RateDeriver(share_memory_s=60.0)
+    port, deriver = Port(inv), RateDeriver()
     level = CAPACITY / 4
     steady = {vf.pci: level for vf in inv.vfs()}
     for _ in range(10):
@@ -108,7 +108,7 @@ def test_room_a_neighbour_leaves_for_a_few_seconds_is_not_the_vfs_share():
     share = {s.pci: s.port_rx_share_bps for s in samples}
     assert share["0000:03:10.0"] == pytest.approx(level, rel=1e-3)
     # Once it has stayed small for longer than the memory, it is a small user: its room is shared.
-    for _ in range(61):
+    for _ in range(round(deriver.share_memory_s) + 1):
         samples, _ = deriver.derive(port.tick(probing), inv, {}, {})
     share = {s.pci: s.port_rx_share_bps for s in samples}
     assert share["0000:03:10.0"] == pytest.approx((CAPACITY - 0.2 * level) / 3, rel=1e-3)

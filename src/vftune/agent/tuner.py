@@ -41,7 +41,7 @@ from vftune.agent.itr_search import ItrSearch, SearchConfig, bracket_from_capabi
 from vftune.agent.memory import ClassMemory, HostProfiles, Profile, WorkloadClass, classify
 from vftune.agent.objective import BLIND_NOISE_Z, Goal, Objective
 from vftune.agent.policy import VfPolicy
-from vftune.agent.port import PortJudge
+from vftune.agent.port import PortFreedWatch, PortJudge
 from vftune.agent.restart import RestartClock
 from vftune.agent.siblings import SiblingWatch
 from vftune.agent.window import Window, WindowMeter, joined, starved
@@ -103,6 +103,11 @@ class TunerOptions:
     port_saturation: float = 0.98  # a port loaded to this share of its line rate is saturated ...
     port_memory_s: float = 60.0  # ... and stays so this long after a window found it so
     port_gain: float = 0.01  # a VF taking its share must raise the port's total by this much
+    # A hold that began taking its share of a saturated port is checked against one window of
+    # the adaptive ITR once the port has been below its line rate this long: longer than a cold
+    # search, and no shorter than the rate deriver's share_memory_s, after which a neighbour's
+    # old peak no longer sets the VF's share.
+    port_freed_s: float = 15.0
     # Host CPU per forwarded interrupt (VM exit, vfio's handler, injection: a few microseconds
     # without posted interrupts), added to the guest's CPU when a setting's cost is judged.
     # An estimate, not a measurement of this host.
@@ -112,7 +117,7 @@ class TunerOptions:
 
     def __post_init__(self) -> None:
         positive = ("window_s", "adaptive_windows", "tolerance", "warm_span", "restart_s", "handback_windows", "max_interval_us",
-                    "sibling_change_s")
+                    "sibling_change_s", "port_freed_s")
         for f in fields(self):
             value = getattr(self, f.name)
             if isinstance(value, bool) or value is None:
@@ -228,6 +233,7 @@ class SearchTuner(VfPolicy):
                                       o.reference_windows)
         self.port = PortJudge(o.port_saturation, o.port_memory_s, o.port_gain, o.margin)
         self.siblings = SiblingWatch(o.sibling_change, o.sibling_change_s, reference_windows=o.reference_windows)
+        self.port_freed = PortFreedWatch(o.port_saturation, o.port_freed_s, o.reference_windows)
         self.clock = RestartClock(pci, o.restart_interrupts, o.restart_s, o.restart_jitter)
         self.profiles = profiles or HostProfiles()
         self.memory: ClassMemory = self.profiles.for_vf(pci)
@@ -388,7 +394,14 @@ class SearchTuner(VfPolicy):
             if checked is not None:
                 return checked
         if self.siblings.observe(w):
-            checked = self._check_context(s, w)
+            checked = self._check_context(s, w, "the guest's other VFs changed load")
+            if checked is not None:
+                return checked
+        if self.port_freed.observe(w, self._confined(w)):
+            # Room that lasted longer than neighbours' probes leave is the VF's to take: the
+            # port's earlier saturation no longer confines its checks and searches.
+            self.port.forget()
+            checked = self._check_context(s, w, "the port is no longer saturated")
             if checked is not None:
                 return checked
         change = self.changes.observe(w, self._windows_for)
@@ -517,7 +530,7 @@ class SearchTuner(VfPolicy):
         self._unconfirmed = None
         self._steady_since = s.t
         self.changes.reset(klass)
-        self.siblings.reset()
+        self._watch_hold()
         self.meter.start(s.t, o.settle_s)
         return TunerEvent(s.t, Cause.HANDBACK, {"changes": len(times), "span_s": round(span),
                                                  "dwell_s": round(span / max(1, len(times) - 1), 1),
@@ -557,7 +570,7 @@ class SearchTuner(VfPolicy):
         self._fit_probe = None
         self._unconfirmed = None
         self.changes.reset(klass)
-        self.siblings.reset()
+        self._watch_hold()
         self.clock.reset(self.searches)
         moved = not same_itr(profile.itr, s.itr)
         self.meter.start(s.t, self.options.settle_s if moved else 0.0)
@@ -604,13 +617,15 @@ class SearchTuner(VfPolicy):
         profile.bps = recalled.app_bps
         return self._check_fit(s, recalled, profile, "kept: the adaptive ITR does no better")
 
-    def _check_context(self, s: VfSample, w: Window) -> TunerEvent | None:
-        """The guest's other VFs changed load for sibling_change_s (SiblingWatch): the CPU the
-        guest has left for this VF moved, and the held rate was searched for the CPU it had. One
-        window of the adaptive ITR beside the held one tells whether it still does as well; the
-        recall's check (_check_recall) then searches the class again or puts the setting back.
-        Not for the adaptive ITR itself, nor on a saturated port whose share the VF takes."""
-        self.siblings.reset()
+    def _check_context(self, s: VfSample, w: Window, why: str) -> TunerEvent | None:
+        """What the held rate was searched for moved while the VF's own load did not: the
+        guest's other VFs changed load for sibling_change_s (SiblingWatch: the CPU the guest has
+        left for this VF), or a saturated port whose share the VF took when the hold began has
+        been below its line rate for port_freed_s (PortFreedWatch: the share it was held to). One window of the
+        adaptive ITR beside the held one tells whether it still does as well; the recall's check
+        (_check_recall) then searches the class again or puts the setting back. Not for the
+        adaptive ITR itself, nor on a saturated port whose share the VF takes."""
+        self._watch_hold()
         klass, itr = self.held_class, self.held_itr
         if klass is None or not itr or self._confined(w):
             return None
@@ -624,7 +639,7 @@ class SearchTuner(VfPolicy):
         self._fit_probe = None
         self.meter.start(s.t, self.options.settle_s)
         return TunerEvent(s.t, Cause.PROBE, {"n": 1, "of": 1, "itr": 0, "set": 0,
-                                             "role": "checking the held setting: the guest's other VFs changed load"})
+                                             "role": f"checking the held setting: {why}"})
 
     def _check_fit(self, s: VfSample, recalled: Window, profile: Profile, kept: str | None) -> TunerEvent | None:
         """A recalled setting that held up: when another VF found it (the host's memory), a
@@ -653,6 +668,11 @@ class SearchTuner(VfPolicy):
         self.meter.start(s.t, self.options.settle_s)
         return TunerEvent(s.t, Cause.PROBE, {"n": 1, "of": 2, "itr": up,
                                              "role": "does the host's setting fit this VF?", "set": up})
+
+    def _watch_hold(self) -> None:
+        """A hold begins (or its context was just checked): what it began with is the level."""
+        self.siblings.reset()
+        self.port_freed.reset()
 
     def _confined(self, w: Window) -> bool:
         """On a saturated port and taking its share of it (PortJudge)."""
@@ -964,7 +984,7 @@ class SearchTuner(VfPolicy):
         self.active = None
         self.probe_itr = None
         self.changes.reset(klass)
-        self.siblings.reset()
+        self._watch_hold()
         self.clock.reset(self.searches)
         moved = not same_itr(best, s.itr)
         self.meter.start(s.t, self.options.settle_s if moved else 0.0)
