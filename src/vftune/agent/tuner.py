@@ -621,10 +621,10 @@ class SearchTuner(VfPolicy):
         """What the held rate was searched for moved while the VF's own load did not: the
         guest's other VFs changed load for sibling_change_s (SiblingWatch: the CPU the guest has
         left for this VF), or a saturated port whose share the VF took when the hold began has
-        been below its line rate for port_freed_s (PortFreedWatch: the share it was held to). One window of the
-        adaptive ITR beside the held one tells whether it still does as well; the recall's check
-        (_check_recall) then searches the class again or puts the setting back. Not for the
-        adaptive ITR itself, nor on a saturated port whose share the VF takes."""
+        been below its line rate for port_freed_s (PortFreedWatch: the share it was held to).
+        One window of the adaptive ITR beside the held one tells whether it still does as well;
+        the recall's check (_check_recall) then searches the class again or puts the setting
+        back. Not for the adaptive ITR itself, nor on a saturated port whose share the VF takes."""
         self._watch_hold()
         klass, itr = self.held_class, self.held_itr
         if klass is None or not itr or self._confined(w):
