@@ -333,11 +333,17 @@ def _port_window(t: float, port_bps: float) -> Window:
     return window(t, 3e9, duration=1.0, port_bps=port_bps, capacity_bps=9.9e9, share_bps=2.5e9)
 
 
+def _judge_after_a_full_port(seconds: int) -> PortJudge:
+    """A judge that has seen the port at its line rate for `seconds` one-second windows."""
+    judge = PortJudge(memory_s=60.0)
+    for t in range(seconds):
+        judge.observe(_port_window(t, 9.9e9))
+    return judge
+
+
 def test_a_port_saturated_most_of_the_time_stays_saturated_through_a_neighbours_dip():
     """A neighbour probing a low rate leaves room for a window or two: not this VF's to keep."""
-    judge = PortJudge(memory_s=60.0)
-    for t in range(20):
-        judge.observe(_port_window(t, 9.9e9))
+    judge = _judge_after_a_full_port(20)
     dip = _port_window(20, 8e9)
     judge.observe(dip)
     assert judge.judge(dip).saturated and judge.judge(dip).credited_bps == pytest.approx(2.5e9)
@@ -390,9 +396,7 @@ def test_a_hold_that_began_on_a_free_port_or_below_its_share_or_unseen_is_never_
 
 
 def test_a_port_judge_told_to_forget_judges_the_port_on_the_windows_to_come():
-    judge = PortJudge(memory_s=60.0)
-    for t in range(30):
-        judge.observe(_port_window(t, 9.9e9))
+    judge = _judge_after_a_full_port(30)
     free = _port_window(30, 6e9)
     judge.observe(free)
     assert judge.judge(free).saturated  # saturated for most of the last minute
