@@ -133,10 +133,15 @@ class PortFreedWatch:
         self._first: list[bool] = []
         self._free_s = 0.0
 
+    @property
+    def referencing(self) -> bool:
+        """Still reading the hold's first windows: only these need PortJudge's verdict."""
+        return self.began_confined is None
+
     def observe(self, w: Window, confined: bool) -> bool:
         """One held window, and whether PortJudge found the VF taking its share of a saturated
-        port in it; True once a hold that began so has seen the port below its line rate in
-        every window for lasting_s."""
+        port in it (read only while `referencing`); True once a hold that began so has seen the
+        port below its line rate in every window for lasting_s."""
         load = w.port_load
         if load is None:
             return False

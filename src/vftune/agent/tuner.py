@@ -397,7 +397,7 @@ class SearchTuner(VfPolicy):
             checked = self._check_context(s, w, "the guest's other VFs changed load")
             if checked is not None:
                 return checked
-        if self.port_freed.observe(w, self._confined(w)):
+        if self.port_freed.observe(w, self.port_freed.referencing and self._confined(w)):
             # Room that lasted longer than neighbours' probes leave is the VF's to take: the
             # port's earlier saturation no longer confines its checks and searches.
             self.port.forget()
