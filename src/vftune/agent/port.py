@@ -118,7 +118,7 @@ class PortFreedWatch:
     neighbour's cold search leaves room, is a port that has been freed. Pure logic.
     """
 
-    def __init__(self, saturation: float = 0.98, lasting_s: float = 10.0, reference_windows: int = 3) -> None:
+    def __init__(self, saturation: float = 0.98, lasting_s: float = 15.0, reference_windows: int = 3) -> None:
         if not 0 < saturation <= 1 or not lasting_s > 0 or reference_windows < 1:
             raise ValueError(f"PortFreedWatch: saturation {saturation!r} must be in (0, 1], lasting_s "
                              f"{lasting_s!r} > 0, reference_windows {reference_windows!r} >= 1")
