@@ -1,4 +1,5 @@
-"""The frontier: the cheapest fixed plan that meets the bench's score floors."""
+"""The frontier: the cheapest fixed plan that meets the bench's score floors, and the conflict
+lines it lets the bench print where the score and CPU targets cannot both pass."""
 
 from __future__ import annotations
 
@@ -8,6 +9,9 @@ import pytest
 
 from vftune.bench.frontier import GEOMEAN_SCORE, MIN_SCORE, frontier
 from vftune.bench.oracle import candidates, oracle_plan, vf_merit
+from vftune.bench.registry import FRONTIER
+from vftune.bench.scores import Cell, PairResult, score
+from vftune.bench.targets import conflicts, targets
 from vftune.sim.engine import HostSim
 from vftune.sim.layout import vf_pci
 from vftune.sim.scenarios import build
@@ -57,3 +61,40 @@ def test_no_single_vf_can_move_to_a_cheaper_rate_and_keep_the_floors():
             floors = (math.exp(sum(map(math.log, scores.values())) / len(scores)) >= GEOMEAN_SCORE
                       and min(scores.values()) >= MIN_SCORE)
             assert not (floors and moved < cpu_per_bit * (1 - 1e-3)), (pci, itr, moved / cpu_per_bit)
+
+
+def _run(policy: str, score_ratio: float, cpu_vs_default: float, extra: dict | None = None) -> PairResult:
+    """One bulk VF at `score_ratio` of the oracle's 5 Gbit/s, at `cpu_vs_default` times the
+    default's CPU per delivered bit."""
+    bits = 5e9 * score_ratio * 100.0
+    cells = {("a", 0): Cell("bulk", seconds=100.0, bits=bits * 1.04, delivered_bits=bits)}
+    return PairResult("rr-mix", policy, 0, 100.0, bits / 100.0, 4e-11 * cpu_vs_default * bits / 100.0,
+                      1000.0, 1.0, 1, None, None, 0.0, cells=cells, extra=extra or {})
+
+
+def _host(default_score: float, frontier_cpu: float, vftune_cpu: float) -> list[PairResult]:
+    figures = {"steady_cpu_per_gbit": 1.0, "bound_cpu_per_gbit": 0.99, "oracle_steady_cpu_per_gbit": 1.2}
+    results = [_run("oracle", 1.0, 1.3), _run("default", default_score, 1.0),
+               _run(FRONTIER, 0.97, frontier_cpu, figures), _run("vftune", 0.98, vftune_cpu)]
+    score(results)
+    return results
+
+
+def test_a_conflict_is_said_where_the_cheapest_plan_at_the_floors_costs_more_than_the_default():
+    # The default scores 0.80; the frontier needs 1.25x its CPU per bit for 0.97, and no plan at
+    # the floors is more than 1% cheaper (its bound): no fixed-rate policy can pass both targets.
+    results = _host(0.80, 1.25, 1.3)
+    lines = conflicts(results)
+    assert len(lines) == 1 and lines[0].startswith("rr-mix:") and "1.250x" in lines[0]
+    cpu = next(t for t in targets(results) if t.name.startswith("CPU per Gb <="))
+    assert not cpu.ok and "1 are forced by the score target" in cpu.detail
+
+
+def test_no_conflict_where_a_policy_passes_both_or_the_frontier_is_cheap():
+    # The default already scores 0.99 at its own CPU: it passes both, whatever the frontier costs.
+    assert conflicts(_host(0.99, 1.25, 1.3)) == []
+    # The frontier meets the floors below the default's CPU: vftune's overrun is its own.
+    results = _host(0.80, 0.9, 1.3)
+    assert conflicts(results) == []
+    cpu = next(t for t in targets(results) if t.name.startswith("CPU per Gb <="))
+    assert "0 are forced" in cpu.detail and "rr-mix 1.30x vs 0.90x" in cpu.detail
