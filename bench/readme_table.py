@@ -5,7 +5,8 @@
 
 Two tables: per policy, its scores over every scenario (means of the seeds' means); per
 scenario, every policy's per-VF geometric mean (mean ± 95% interval over the seeds) and
-vftune's other scores. Then the targets, PASS/FAIL with their numbers, and any oracle warning.
+vftune's other scores. Then the targets, PASS/FAIL with their numbers, any oracle warning, and
+the scenarios where the score and CPU targets conflict (targets.conflicts).
 """
 
 from __future__ import annotations
@@ -95,6 +96,8 @@ def main(path: str) -> None:
         print(f"- {'PASS' if line['ok'] else 'FAIL'} {line['target']}: {line['detail']}")
     for warning in data.get("oracle_warnings", []):
         print(f"- ORACLE WRONG: {warning}")
+    for conflict in data.get("conflicts", []):
+        print(f"- CONFLICT: {conflict}")
 
 
 if __name__ == "__main__":

@@ -22,7 +22,7 @@ from vftune.bench.peers.net_dim import (
     _significant,
 )
 from vftune.bench.peers.paper import PaperSearch
-from vftune.bench.registry import GUEST, HOST, ORACLE, POLICIES, TUNERS, host_factory
+from vftune.bench.registry import FRONTIER, GUEST, HOST, ORACLE, POLICIES, TUNERS, host_factory
 from vftune.itr import ITR_MAX_RATE, ITR_MIN_RATE
 from vftune.model import Capabilities, VfSample
 
@@ -186,7 +186,7 @@ def test_bayesopt_policy_probes_on_fresh_windows_then_holds_and_restarts_on_a_lo
 
 
 def test_registry_builds_every_policy_and_names_unknown_ones():
-    assert set(HOST) | set(GUEST) | set(TUNERS) | {ORACLE} == set(POLICIES) and POLICIES[-1] == ORACLE
+    assert set(HOST) | set(GUEST) | set(TUNERS) | {FRONTIER, ORACLE} == set(POLICIES) and POLICIES[-1] == ORACLE
     assert "ixgbe" not in POLICIES  # the PF's algorithm: no VF runs it
     for name in (*HOST, *TUNERS):
         assert hasattr(host_factory(name)("0000:03:10.0", CAPS), "step")

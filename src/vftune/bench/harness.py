@@ -22,9 +22,10 @@ from typing import Any
 
 from vftune.agent.loop import Agent, AgentConfig
 from vftune.agent.policy import StockMode, VfPolicy, VfPolicyFactory
+from vftune.bench.frontier import frontier
 from vftune.bench.groundtruth import GUEST_STEP_S, MeasuredSim
 from vftune.bench.oracle import OraclePlan, oracle_plan
-from vftune.bench.registry import FIXED, GUEST, ORACLE, POLICIES, check_policy, host_factory
+from vftune.bench.registry import FIXED, FRONTIER, GUEST, ORACLE, POLICIES, check_policy, host_factory
 from vftune.bench.scores import (
     IDLE_BPS,
     Cell,
@@ -73,10 +74,11 @@ def _factory(policy: str, made: dict[str, Recording]) -> VfPolicyFactory:
 
 
 def _direct(policy: str, plan: OraclePlan, pcis: list[str]) -> Callable[[float], dict[str, int]] | None:
-    """For a fixed rate or the oracle: the writes due at simulated time t (none between phases)."""
+    """For a fixed rate or a plan (the oracle, the frontier): the writes due at simulated time t
+    (none between phases)."""
     if policy in FIXED:
         return lambda t: {pci: FIXED[policy] for pci in pcis} if t == 0.0 else {}
-    if policy == ORACLE:
+    if policy in (ORACLE, FRONTIER):
         starts = {p.start_s for p in plan.phases}
 
         def due(t: float) -> dict[str, int]:
@@ -111,7 +113,8 @@ def run_pair(scenario: str, policy: str, seed: int = 0, duration: float | None =
     # Fixed rates and the oracle's plan need no agent: the harness writes them through the host
     # driver at each phase start, so the reference is in force from t = 0. Guest-run policies
     # need none either: the host only watches.
-    writes = _direct(policy, plan, pcis)
+    front = frontier(plan) if policy == FRONTIER else None
+    writes = _direct(policy, front.plan if front else plan, pcis)
     agent = None
     if writes is None and policy not in GUEST:
         agent = Agent(host, None, _factory(policy, made), lambda pf, caps: StockMode(),
@@ -177,6 +180,8 @@ def run_pair(scenario: str, policy: str, seed: int = 0, duration: float | None =
         settled = {p: [settle(changes[p], a, b) if busy(index[p], k) else Settle(None, 0, 0.0, 0)
                        for k, (a, b) in enumerate(segments)] for p in pcis}
         extra = tuner_figures(made, segments, settled)
+    if front is not None:
+        extra = front.figures()
     # Per VF and per phase of the scenario (occurrences summed): what scores are taken from.
     cells: dict[tuple[str, int], Cell] = {}
     for pci, i in index.items():

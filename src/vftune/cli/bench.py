@@ -95,7 +95,7 @@ def command(scenarios: tuple[str, ...], files: tuple[str, ...], policies: tuple[
     Each pair drives the real agent loop against the simulated host (no waiting: simulated
     time); the same seed gives every policy the same host, load and noise.
     """
-    from vftune.bench import QUICK_SCENARIOS, aggregate, oracle_warnings, run, targets
+    from vftune.bench import QUICK_SCENARIOS, aggregate, conflicts, oracle_warnings, run, targets
     from vftune.bench.registry import check_policy
     from vftune.cli.sim import register_scenario_files
     from vftune.sim.scenarios import SCENARIOS
@@ -134,6 +134,7 @@ def command(scenarios: tuple[str, ...], files: tuple[str, ...], policies: tuple[
     rows = aggregate(results)
     verdicts = targets(results)
     warnings = oracle_warnings(results, objective)
+    clashes = conflicts(results)
     if as_json:
         click.echo(json.dumps({
             "seeds": seeds,
@@ -143,9 +144,10 @@ def command(scenarios: tuple[str, ...], files: tuple[str, ...], policies: tuple[
             "runs": [r.as_dict() for r in results],
             "targets": [{"target": t.name, "ok": t.ok, "detail": t.detail} for t in verdicts],
             "oracle_warnings": warnings,
+            "conflicts": clashes,
         }))
         return
-    _print_table(rows, seeds, objective, verdicts, warnings, len(results), wall)
+    _print_table(rows, seeds, objective, verdicts, warnings + clashes, len(results), wall, len(warnings))
 
 
 def _with_interval(row: dict[str, Any], name: str, spec: str) -> str:
@@ -159,7 +161,8 @@ def _with_interval(row: dict[str, Any], name: str, spec: str) -> str:
 
 
 def _print_table(rows: list[dict[str, Any]], seeds: list[int], objective: str, verdicts: list[Any],
-                 warnings: list[str], pairs: int, wall: float) -> None:
+                 notes: list[str], pairs: int, wall: float, wrong: int) -> None:
+    """The table, then `notes`: the first `wrong` are oracle warnings, the rest target conflicts."""
     from rich.console import Console
     from rich.table import Table
 
@@ -187,9 +190,10 @@ def _print_table(rows: list[dict[str, Any]], seeds: list[int], objective: str, v
     console.print(table)
     console.print("VF geomean / min: each VF's throughput (request/response: response time) against its own "
                   "oracle's; converge/reconverge: seconds until the worst VF's ITR then held 60 s "
-                  "('-' = never in some seed, or no phase change); paper: Wu & Wang as printed, not a headline peer.")
-    for w in warnings:
-        console.print(f"[bold red]ORACLE WRONG[/]: {w}")
+                  "('-' = never in some seed, or no phase change); paper: Wu & Wang as printed, not a headline peer; "
+                  "frontier: the cheapest fixed plan at 0.97 of the oracle, a reference.")
+    for i, note in enumerate(notes):
+        console.print(f"[bold red]ORACLE WRONG[/]: {note}" if i < wrong else f"[bold]CONFLICT[/]: {note}")
     for t in verdicts:
         console.print(f"{'PASS' if t.ok else 'FAIL'}  {t.name}: {t.detail}")
     console.print(f"{pairs} runs in {wall:.0f} s wall time")
