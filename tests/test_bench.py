@@ -140,7 +140,7 @@ def test_usage_errors_name_the_value_and_exit_2():
                          (["--duration", "5"], "--duration 5"), (["--jobs", "0"], "--jobs 0"),
                          (["--seeds", "4-1"], "4-1"), (["--seeds", "x"], "'x'"), (["--seed", "1", "--seeds", "0-2"], "--seeds"),
                          (["--policy", "vftune-efficiency:0.9"], "0..0.5"), (["--policy", "vftune:0.05"], "vftune:0.05"),
-                         (["--policy", "vftune-efficiency:lots"], "lots")):
+                         (["--policy", "vftune-efficiency:lots"], "lots"), (["--policy", "frontier:9999"], "9999")):
         result = runner.invoke(cli, ["bench", *args])
         assert result.exit_code == 2, (args, result.output)
         assert needle in result.output

@@ -9,7 +9,7 @@ import pytest
 
 from vftune.bench.frontier import GEOMEAN_SCORE, MIN_SCORE, frontier
 from vftune.bench.oracle import candidates, oracle_plan, vf_merit
-from vftune.bench.registry import FRONTIER
+from vftune.bench.registry import FRONTIER, check_policy
 from vftune.bench.scores import Cell, PairResult, score
 from vftune.bench.targets import conflicts, targets
 from vftune.sim.engine import HostSim
@@ -61,6 +61,23 @@ def test_no_single_vf_can_move_to_a_cheaper_rate_and_keep_the_floors():
             floors = (math.exp(sum(map(math.log, scores.values())) / len(scores)) >= GEOMEAN_SCORE
                       and min(scores.values()) >= MIN_SCORE)
             assert not (floors and moved < cpu_per_bit * (1 - 1e-3)), (pci, itr, moved / cpu_per_bit)
+
+
+def test_a_delay_bound_keeps_every_rate_above_it_and_costs_cpu():
+    oracle = oracle_plan(SCENARIO, SEED)
+    free, bounded = frontier(oracle), frontier(oracle, max_delay_us=250.0)
+    assert bounded.met
+    # The oracle's own rates stay candidates (a request/response VF's best may be a short delay);
+    # every other rate the bounded plan holds waits at most 250 us between interrupts.
+    oracle_rates = set(oracle.phases[0].itrs.values())
+    assert all(1e6 / itr <= 250.0 or itr in oracle_rates for itr in bounded.plan.phases[0].itrs.values())
+    assert bounded.cpu_per_gbit >= free.cpu_per_gbit * (1 - 1e-9)
+
+
+@pytest.mark.parametrize("policy", ["frontier:x", "frontier:0", "frontier:5000"])
+def test_a_bad_delay_bound_is_named(policy):
+    with pytest.raises(ValueError, match="2..1022 us"):
+        check_policy(policy)
 
 
 def _run(policy: str, score_ratio: float, cpu_vs_default: float, extra: dict | None = None) -> PairResult:

@@ -22,6 +22,10 @@ It is found on the simulator's steady state (noise at its mean), like the oracle
 - the plan is then evaluated as a whole, and re-swept around itself (ROUNDS at most) where
   the sum of the separate effects missed the joint one.
 
+With a delay bound (`frontier:250`, the throughput objective's own plateau bound in us) only
+rates whose coalescing delay is no longer are candidates, besides each VF's rate in the plan it
+starts from: what a tuner held to that bound could reach.
+
 Besides the plan, `bound` is the Lagrangian dual of the same additive model: no plan meets the
 floor for less CPU per bit, as far as the VFs' effects add up (where they do not, say on a
 saturated port, it is an estimate, and the bench reports the plan's run, not the bound).
@@ -108,7 +112,7 @@ class _Phase:
     def _sweep(self, i: int, kernel: float) -> list[Option]:
         floor = math.log(MIN_SCORE) - 1e-9
         out = []
-        for itr in self.grid:
+        for itr in sorted(set(self.grid) | {self.base[i]}):  # staying put is always a choice
             trial = self.base[:i] + [itr] + self.base[i + 1:]
             rates = self.sim.rates(self.t, trial, kernel)
             cpu, bits = _network(rates, self.sim.spec, self.tunable)
@@ -211,14 +215,15 @@ def _solve_phases(phases: list[_Phase], weights: list[float]) -> tuple[list[list
     return [ph.plan(c) for ph, c in zip(phases, chosen)], low
 
 
-def frontier(oracle: OraclePlan) -> Frontier:
+def frontier(oracle: OraclePlan, max_delay_us: float | None = None) -> Frontier:
     """The cheapest fixed plan (per phase, per tunable VF) that meets the bench's score floors
-    against this oracle plan."""
+    against this oracle plan; with `max_delay_us`, among rates whose coalescing delay is no
+    longer (the oracle's own rates stay candidates, so the plan can always keep them)."""
     scenario, seed = oracle.scenario, oracle.seed
     spec = build(scenario, seed)
     sim = HostSim(spec, seed, noise=False)
     tunable = tunable_vfs(spec)
-    grid = candidates()
+    grid = [r for r in candidates() if max_delay_us is None or 1e6 / r <= max_delay_us]
     pci_of = {i: vf_pci(spec.vfs[i].pf, spec.vfs[i].index) for i in tunable}
     starts, weights, busys, bases = [], [], [], []
     for index, phase in enumerate(oracle.phases):

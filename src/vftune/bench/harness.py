@@ -25,7 +25,16 @@ from vftune.agent.policy import StockMode, VfPolicy, VfPolicyFactory
 from vftune.bench.frontier import frontier
 from vftune.bench.groundtruth import GUEST_STEP_S, MeasuredSim
 from vftune.bench.oracle import OraclePlan, oracle_plan
-from vftune.bench.registry import FIXED, FRONTIER, GUEST, ORACLE, POLICIES, check_policy, host_factory
+from vftune.bench.registry import (
+    FIXED,
+    GUEST,
+    ORACLE,
+    POLICIES,
+    check_policy,
+    frontier_delay_us,
+    host_factory,
+    is_frontier,
+)
 from vftune.bench.scores import (
     IDLE_BPS,
     Cell,
@@ -78,7 +87,7 @@ def _direct(policy: str, plan: OraclePlan, pcis: list[str]) -> Callable[[float],
     (none between phases)."""
     if policy in FIXED:
         return lambda t: {pci: FIXED[policy] for pci in pcis} if t == 0.0 else {}
-    if policy in (ORACLE, FRONTIER):
+    if policy == ORACLE or is_frontier(policy):
         starts = {p.start_s for p in plan.phases}
 
         def due(t: float) -> dict[str, int]:
@@ -113,7 +122,7 @@ def run_pair(scenario: str, policy: str, seed: int = 0, duration: float | None =
     # Fixed rates and the oracle's plan need no agent: the harness writes them through the host
     # driver at each phase start, so the reference is in force from t = 0. Guest-run policies
     # need none either: the host only watches.
-    front = frontier(plan) if policy == FRONTIER else None
+    front = frontier(plan, frontier_delay_us(policy)) if is_frontier(policy) else None
     writes = _direct(policy, front.plan if front else plan, pcis)
     agent = None
     if writes is None and policy not in GUEST:

@@ -15,6 +15,7 @@ labelled reference, not a headline peer. ixgbe's PF algorithm is not here: no VF
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -81,10 +82,36 @@ def tuner_goal(policy: str) -> VfGoal | None:
     return VfGoal(goal.objective.value, None, goal.throughput_margin)
 
 
+def frontier_delay_us(policy: str) -> float | None:
+    """`frontier:250`: the frontier with no coalescing delay longer than 250 us (the throughput
+    objective's own plateau bound), to see what a tuner held to that bound could reach. None for
+    the plain frontier; ValueError for a policy that is no frontier or a bad bound."""
+    name, colon, arg = policy.partition(":")
+    if name != FRONTIER:
+        raise ValueError(f"policy {policy!r} is not {FRONTIER}")
+    if not colon:
+        return None
+    try:
+        bound = float(arg)
+    except ValueError:
+        bound = math.nan
+    if not 2.0 <= bound <= 1022.0:
+        raise ValueError(f"policy {policy!r}: the delay bound must be 2..1022 us (the 82599's ITR range), got {arg!r}")
+    return bound
+
+
+def is_frontier(policy: str) -> bool:
+    return policy.partition(":")[0] == FRONTIER
+
+
 def check_policy(policy: str) -> None:
     """ValueError naming the policy unless the bench knows it."""
+    if is_frontier(policy):
+        frontier_delay_us(policy)
+        return
     if policy not in POLICIES and tuner_goal(policy) is None:
-        raise ValueError(f"unknown policy {policy!r}; known: {', '.join(POLICIES)} (and {MARGIN_TUNER}:MARGIN)")
+        raise ValueError(f"unknown policy {policy!r}; known: {', '.join(POLICIES)} (and {MARGIN_TUNER}:MARGIN, "
+                         f"{FRONTIER}:DELAY_US)")
 
 
 def host_factory(policy: str) -> VfPolicyFactory:
