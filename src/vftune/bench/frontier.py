@@ -132,28 +132,33 @@ class _Phase:
         return {i: min(opts, key=lambda o: (o.cpu - rho * o.bits - lam * o.log_score, o.itr))
                 for i, opts in self.options.items()}
 
-    def solve(self, rho: float) -> tuple[dict[int, Option], float]:
-        """The cheapest choice (cost CPU - rho x bits) whose log scores meet the floor, and the
-        Lagrangian dual's value (a lower bound on that cost under the additive model)."""
-        def gain(lam: float) -> float:
-            return sum(o.log_score for o in self.pick(rho, lam).values())
+    def _gain(self, rho: float, lam: float) -> float:
+        return sum(o.log_score for o in self.pick(rho, lam).values())
 
-        def dual(lam: float) -> float:
-            chosen = self.pick(rho, lam)
-            return sum(o.cpu - rho * o.bits - lam * o.log_score for o in chosen.values()) + lam * self.need
-
-        if gain(0.0) >= self.need:
-            chosen = self.pick(rho, 0.0)
-            return chosen, sum(o.cpu - rho * o.bits for o in chosen.values())
+    def _multipliers(self, rho: float) -> tuple[float, float]:
+        """The multiplier on the floor, bracketed: at `high` the choice meets it, at `low` not
+        (both 0 where the cheapest choice already meets it)."""
+        if self._gain(rho, 0.0) >= self.need:
+            return 0.0, 0.0
         low, high = 0.0, 1e-6
-        while gain(high) < self.need and high < 1e12:
+        while self._gain(rho, high) < self.need and high < 1e12:
             low, high = high, high * 4
         for _ in range(60):
             mid = (low + high) / 2
-            low, high = (low, mid) if gain(mid) >= self.need else (mid, high)
-        chosen = self._tighten(self.pick(rho, high), rho)
-        best_dual = max(dual(low), dual(high))
-        return chosen, best_dual
+            low, high = (low, mid) if self._gain(rho, mid) >= self.need else (mid, high)
+        return low, high
+
+    def solve(self, rho: float) -> dict[int, Option]:
+        """The cheapest choice found (cost CPU - rho x bits) whose log scores meet the floor."""
+        return self._tighten(self.pick(rho, self._multipliers(rho)[1]), rho)
+
+    def dual(self, rho: float) -> float:
+        """The Lagrangian dual's value: no choice that meets the floor costs less (additive model)."""
+        def value(lam: float) -> float:
+            chosen = self.pick(rho, lam)
+            return sum(o.cpu - rho * o.bits - lam * o.log_score for o in chosen.values()) + lam * self.need
+
+        return max(value(lam) for lam in self._multipliers(rho))
 
     def _tighten(self, chosen: dict[int, Option], rho: float) -> dict[int, Option]:
         """The multiplier's choice overshoots the floor (its VFs move in whole steps): take the
@@ -195,7 +200,7 @@ def _evaluate(sim: HostSim, t: float, itrs: list[int], busy: dict[int, tuple[str
 def _solve_phases(phases: list[_Phase], weights: list[float]) -> tuple[list[list[int]], float]:
     """Dinkelbach on the whole plan's CPU per bit: the plan per phase and the dual bound (CPU s per bit)."""
     rho = 0.0
-    chosen = [ph.solve(rho)[0] for ph in phases]
+    chosen = [ph.solve(rho) for ph in phases]
     for _ in range(30):
         cpu = sum(w * (ph.cpu0 + sum(o.cpu for o in c.values())) for w, ph, c in zip(weights, phases, chosen))
         bits = sum(w * (ph.bits0 + sum(o.bits for o in c.values())) for w, ph, c in zip(weights, phases, chosen))
@@ -203,10 +208,10 @@ def _solve_phases(phases: list[_Phase], weights: list[float]) -> tuple[list[list
         if abs(new_rho - rho) <= 1e-6 * max(rho, 1e-18):
             break
         rho = new_rho
-        chosen = [ph.solve(rho)[0] for ph in phases]
+        chosen = [ph.solve(rho) for ph in phases]
     # Lower bound: the largest rho whose dual value is still >= 0 (no plan is cheaper than it).
     def dual_total(r: float) -> float:
-        return sum(w * (ph.cpu0 - r * ph.bits0 + ph.solve(r)[1]) for w, ph in zip(weights, phases))
+        return sum(w * (ph.cpu0 - r * ph.bits0 + ph.dual(r)) for w, ph in zip(weights, phases))
 
     low, high = 0.0, rho
     for _ in range(40):
