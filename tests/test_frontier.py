@@ -6,12 +6,14 @@ from __future__ import annotations
 import math
 
 import pytest
+from click.testing import CliRunner
 
 from vftune.bench.frontier import GEOMEAN_SCORE, MIN_SCORE, frontier
 from vftune.bench.oracle import candidates, oracle_plan, vf_merit
 from vftune.bench.registry import FRONTIER, check_policy
 from vftune.bench.scores import Cell, PairResult, score
 from vftune.bench.targets import conflicts, targets
+from vftune.cli import cli
 from vftune.sim.engine import HostSim
 from vftune.sim.layout import vf_pci
 from vftune.sim.scenarios import build
@@ -115,3 +117,12 @@ def test_no_conflict_where_a_policy_passes_both_or_the_frontier_is_cheap():
     assert conflicts(results) == []
     cpu = next(t for t in targets(results) if t.name.startswith("CPU per Gb <="))
     assert "0 are forced" in cpu.detail and "rr-mix 1.30x vs 0.90x" in cpu.detail
+
+
+def test_the_bench_table_prints_the_conflict_after_the_cpu_target_that_points_to_it():
+    result = CliRunner().invoke(cli, ["bench", "--scenario", "rr-mix", "--policy", "vftune", "--policy", FRONTIER,
+                                      "--duration", "120", "--jobs", "1"])
+    assert result.exit_code == 0, result.output
+    text = " ".join(result.output.split())  # rich wraps long lines
+    cpu, conflict = text.index("CPU per Gb <= the default's"), text.index("CONFLICT: rr-mix:")
+    assert cpu < conflict and "forced by the score target (CONFLICT below)" in text

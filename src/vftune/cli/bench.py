@@ -147,7 +147,7 @@ def command(scenarios: tuple[str, ...], files: tuple[str, ...], policies: tuple[
             "conflicts": clashes,
         }))
         return
-    _print_table(rows, seeds, objective, verdicts, warnings + clashes, len(results), wall, len(warnings))
+    _print_table(rows, seeds, objective, verdicts, warnings, clashes, len(results), wall)
 
 
 def _with_interval(row: dict[str, Any], name: str, spec: str) -> str:
@@ -161,8 +161,7 @@ def _with_interval(row: dict[str, Any], name: str, spec: str) -> str:
 
 
 def _print_table(rows: list[dict[str, Any]], seeds: list[int], objective: str, verdicts: list[Any],
-                 notes: list[str], pairs: int, wall: float, wrong: int) -> None:
-    """The table, then `notes`: the first `wrong` are oracle warnings, the rest target conflicts."""
+                 warnings: list[str], clashes: list[str], pairs: int, wall: float) -> None:
     from rich.console import Console
     from rich.table import Table
 
@@ -192,8 +191,10 @@ def _print_table(rows: list[dict[str, Any]], seeds: list[int], objective: str, v
                   "oracle's; converge/reconverge: seconds until the worst VF's ITR then held 60 s "
                   "('-' = never in some seed, or no phase change); paper: Wu & Wang as printed, not a headline peer; "
                   "frontier: the cheapest fixed plan at 0.97 of the oracle, a reference.")
-    for i, note in enumerate(notes):
-        console.print(f"[bold red]ORACLE WRONG[/]: {note}" if i < wrong else f"[bold]CONFLICT[/]: {note}")
+    for w in warnings:
+        console.print(f"[bold red]ORACLE WRONG[/]: {w}")
     for t in verdicts:
         console.print(f"{'PASS' if t.ok else 'FAIL'}  {t.name}: {t.detail}")
+    for c in clashes:  # after the targets: the CPU target's line points down to them
+        console.print(f"[bold]CONFLICT[/]: {c}")
     console.print(f"{pairs} runs in {wall:.0f} s wall time")
