@@ -22,12 +22,12 @@ from vftune.sim.sweep import tunable_vfs
 SCENARIO, SEED = "rr-mix", 0  # four tenants, request/response and bulk: the floors bind
 
 
-def _steady(itrs_by_pci: dict[str, int]) -> tuple[dict[str, float], float]:
+def _steady(itrs_by_pci: dict[str, int], scenario: str = SCENARIO) -> tuple[dict[str, float], float]:
     """Each busy VF's score against the oracle and the host's network CPU per delivered bit,
     at these rates, in the joint steady state."""
-    spec = build(SCENARIO, SEED)
+    spec = build(scenario, SEED)
     sim = HostSim(spec, SEED, noise=False)
-    oracle = oracle_plan(SCENARIO, SEED).phases[0]
+    oracle = oracle_plan(scenario, SEED).phases[0]
     tunable = tunable_vfs(spec)
     pcis = {i: vf_pci(spec.vfs[i].pf, spec.vfs[i].index) for i in tunable}
     itrs = [sim.vfs[i].itr for i in range(len(spec.vfs))]
@@ -39,14 +39,17 @@ def _steady(itrs_by_pci: dict[str, int]) -> tuple[dict[str, float], float]:
     return scores, cpu / sum(rates.vfs[i].delivered_bps for i in tunable)
 
 
-def test_the_frontier_meets_the_score_floors_for_less_cpu_per_bit_than_the_oracle():
-    front = frontier(oracle_plan(SCENARIO, SEED))
+# paper-4vm: four bulk VFs fill one port, so a VF's move shifts its neighbours' shares and the
+# moves do not add up; the plan must still be found from what it jointly does.
+@pytest.mark.parametrize("scenario", [SCENARIO, "paper-4vm"])
+def test_the_frontier_meets_the_score_floors_for_less_cpu_per_bit_than_the_oracle(scenario):
+    front = frontier(oracle_plan(scenario, SEED))
     assert front.met
     plan = front.plan.phases[0].itrs
-    scores, cpu_per_bit = _steady(plan)
+    scores, cpu_per_bit = _steady(plan, scenario)
     assert math.exp(sum(map(math.log, scores.values())) / len(scores)) >= GEOMEAN_SCORE - 1e-9
     assert min(scores.values()) >= MIN_SCORE - 1e-9
-    oracle_scores, oracle_cpu_per_bit = _steady(oracle_plan(SCENARIO, SEED).phases[0].itrs)
+    oracle_scores, oracle_cpu_per_bit = _steady(oracle_plan(scenario, SEED).phases[0].itrs, scenario)
     assert min(oracle_scores.values()) == pytest.approx(1.0)
     assert cpu_per_bit < oracle_cpu_per_bit * 0.99  # the 3% the floors leave is spent on CPU
     assert front.cpu_per_gbit == pytest.approx(cpu_per_bit * 1e9, rel=1e-6)

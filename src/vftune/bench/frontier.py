@@ -19,8 +19,10 @@ It is found on the simulator's steady state (noise at its mean), like the oracle
   saturated port moves its neighbours too, and that is counted against it);
 - the effects are taken as additive, which makes each phase a multiple-choice knapsack:
   Dinkelbach's iteration on the ratio, a Lagrange multiplier on the geometric-mean floor;
-- the plan is then evaluated as a whole, and re-swept around itself (ROUNDS at most) where
-  the sum of the separate effects missed the joint one.
+- the plan is then evaluated as a whole and re-swept around itself (ROUNDS at most), so where
+  the sum of the separate effects missed the joint one the next round starts from what the
+  plan really does; of the plans that met the floors jointly (the oracle's always does), the
+  cheapest per phase is kept.
 
 With a delay bound (`frontier:250`, the throughput objective's own plateau bound in us) only
 rates whose coalescing delay is no longer are candidates, besides each VF's rate in the plan it
@@ -46,7 +48,7 @@ from vftune.sim.workload import HostSpec
 GEOMEAN_SCORE = 0.97  # targets.py: per-VF geomean of the oracle, every scenario
 MIN_SCORE = 0.90  # and per-VF minimum
 OPEN_PHASE_S = 600.0  # a phase that holds to the end of the run: the bench's stationary length
-ROUNDS = 3  # re-sweeps around the plan where the VFs' separate effects did not add up
+ROUNDS = 4  # sweeps around the latest plan, for where the VFs' separate effects did not add up
 MIN_RATIO = 1e-6  # a VF that gets nothing scores this (scores.MIN_RATIO), not log(0)
 
 
@@ -197,6 +199,19 @@ def _evaluate(sim: HostSim, t: float, itrs: list[int], busy: dict[int, tuple[str
     return PhaseResult({i: itrs[i] for i in tunable}, vfs, cpu, bits, log_gm, low, met)
 
 
+def _cheapest(choices: list[list[PhaseResult]], weights: list[float]) -> list[PhaseResult]:
+    """One result per phase, for the least CPU per bit over the whole plan (Dinkelbach again)."""
+    picked = [c[0] for c in choices]
+    for _ in range(30):
+        bits = sum(w * r.bits for w, r in zip(weights, picked))
+        rho = sum(w * r.cpu for w, r in zip(weights, picked)) / bits if bits > 0 else 0.0
+        again = [min(c, key=lambda r: r.cpu - rho * r.bits) for c in choices]
+        if again == picked:
+            break
+        picked = again
+    return picked
+
+
 def _solve_phases(phases: list[_Phase], weights: list[float]) -> tuple[list[list[int]], float]:
     """Dinkelbach on the whole plan's CPU per bit: the plan per phase and the dual bound (CPU s per bit)."""
     rho = 0.0
@@ -242,19 +257,22 @@ def frontier(oracle: OraclePlan, max_delay_us: float | None = None) -> Frontier:
             itrs[i] = phase.vfs[pci_of[i]].itr
         bases.append(itrs)
     oracle_eval = [_evaluate(sim, t, b, busy, tunable) for t, b, busy in zip(starts, bases, busys)]
+    met: list[list[PhaseResult]] = [[r] if r.met else [] for r in oracle_eval]
     plans, bound = bases, math.inf
-    results = oracle_eval
     for _ in range(ROUNDS):
         phases = [_Phase(sim, t, busy, tunable, b, grid) for t, busy, b in zip(starts, busys, plans)]
         new_plans, new_bound = _solve_phases(phases, weights)
         bound = min(bound, new_bound)
-        new_results = [_evaluate(sim, t, p, busy, tunable) for t, p, busy in zip(starts, new_plans, busys)]
-        # A phase whose plan missed its floors jointly keeps the last plan that met them.
-        kept = [n if n.met or not old.met else old for n, old in zip(new_results, results)]
-        kept_plans = [p if r is n else old for p, old, r, n in zip(new_plans, plans, kept, new_results)]
-        if kept_plans == plans:
+        for found, t, p, busy in zip(met, starts, new_plans, busys):
+            result = _evaluate(sim, t, p, busy, tunable)
+            if result.met:
+                found.append(result)
+        if new_plans == plans:
             break
-        plans, results = kept_plans, kept
+        # Re-swept around the latest plan, met or not: where the moves did not add up, their
+        # effects measured from there are what the next knapsack needs.
+        plans = new_plans
+    results = _cheapest([found or [o] for found, o in zip(met, oracle_eval)], weights)
     cpu = sum(w * r.cpu for w, r in zip(weights, results))
     bits = sum(w * r.bits for w, r in zip(weights, results))
     o_cpu = sum(w * r.cpu for w, r in zip(weights, oracle_eval))
