@@ -39,14 +39,13 @@ import math
 from dataclasses import dataclass
 
 from vftune.bench.oracle import OraclePhase, OraclePlan, OracleVf, candidates, vf_merit
+from vftune.bench.targets import GEOMEAN_SCORE, MIN_SCORE
 from vftune.sim.engine import HostRates, HostSim
 from vftune.sim.layout import vf_pci
 from vftune.sim.scenarios import build
 from vftune.sim.sweep import tunable_vfs
 from vftune.sim.workload import HostSpec
 
-GEOMEAN_SCORE = 0.97  # targets.py: per-VF geomean of the oracle, every scenario
-MIN_SCORE = 0.90  # and per-VF minimum
 OPEN_PHASE_S = 600.0  # a phase that holds to the end of the run: the bench's stationary length
 ROUNDS = 4  # sweeps around the latest plan, for where the VFs' separate effects did not add up
 MIN_RATIO = 1e-6  # a VF that gets nothing scores this (scores.MIN_RATIO), not log(0)

@@ -25,6 +25,7 @@ from vftune.agent.policy import FixedItr, Observe, VfGoal, VfPolicyFactory
 from vftune.bench.peers.bayesopt import BayesOptPolicy
 from vftune.bench.peers.net_dim import GuestNetDim
 from vftune.bench.peers.paper import PaperPolicy
+from vftune.itr import MAX_RX_USECS
 
 ORACLE = "oracle"
 # The cheapest fixed plan that meets the score targets (frontier.py): where it spends more CPU
@@ -95,8 +96,9 @@ def frontier_delay_us(policy: str) -> float | None:
         bound = float(arg)
     except ValueError:
         bound = math.nan
-    if not 2.0 <= bound <= 1022.0:
-        raise ValueError(f"policy {policy!r}: the delay bound must be 2..1022 us (the 82599's ITR range), got {arg!r}")
+    if not 2.0 <= bound <= MAX_RX_USECS:  # rx-usecs' 2-us steps, the 9-bit interval field's top
+        raise ValueError(f"policy {policy!r}: the delay bound must be 2..{MAX_RX_USECS} us (the 82599's ITR range), "
+                         f"got {arg!r}")
     return bound
 
 
