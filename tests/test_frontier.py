@@ -3,6 +3,7 @@ lines it lets the bench print where the score and CPU targets cannot both pass."
 
 from __future__ import annotations
 
+import json
 import math
 
 import pytest
@@ -120,6 +121,18 @@ def test_no_conflict_where_a_policy_passes_both_or_the_frontier_is_cheap():
     assert conflicts(results) == []
     cpu = next(t for t in targets(results) if t.name.startswith("CPU per Gb <="))
     assert "0 are forced" in cpu.detail and "rr-mix 1.30x vs 0.90x" in cpu.detail
+
+
+def test_the_runs_say_where_the_frontier_saves_cpu_bulk_and_request_response_apart():
+    result = CliRunner().invoke(cli, ["bench", "--scenario", "steps-10s", "--policy", "default", "--policy", FRONTIER,
+                                      "--duration", "120", "--jobs", "1", "--json"])
+    assert result.exit_code == 0, result.output
+    runs = {r["policy"]: r["cpu_s_per_gbit_by_kind"] for r in json.loads(result.output)["runs"]}
+    assert set(runs[FRONTIER]) == set(runs["default"]) == {"bulk", "rr"}
+    # Request/response bits cost many times what bulk bits do; the frontier's bulk phases are
+    # cheaper than the guests' own adaptive ITR, at the score floors.
+    assert runs[FRONTIER]["rr"] > 5 * runs[FRONTIER]["bulk"]
+    assert runs[FRONTIER]["bulk"] < runs["default"]["bulk"]
 
 
 def test_the_bench_table_prints_the_conflict_after_the_cpu_target_that_points_to_it():

@@ -17,6 +17,8 @@ Scores (the simulator's own rates, not what the agent estimated; groundtruth.Tal
   interrupts) over the default's for the same VF. cpu_per_gbps_vs_default counts all VFs
   together, so serving a request/response VF better (more of its costly bits) raises it even
   where no VF's own CPU per bit rose; this figure does not move with that mix;
+  cpu_s_per_gbit_by_kind (each run, JSON only): the VFs' own CPU seconds per Gb delivered over
+  their bulk phases and their request/response phases apart;
 - latency_us_mean, latency_us_p99: request/response VFs only: the transaction-weighted mean
   response time, and the worst VF's p99 (each step's p99, transaction-weighted);
 - converge_s / converge_probes (cold) and reconverge_s / reconverge_probes (after each phase
@@ -215,6 +217,18 @@ class PairResult:
             return None
         return max(sum(c.p99_s for c in cs) / sum(c.transactions for c in cs) for cs in per_vf.values()) * 1e6
 
+    @property
+    def cpu_s_per_gbit_by_kind(self) -> dict[str, float]:
+        """The VFs' own network CPU seconds per Gb delivered, over their bulk phases and over
+        their request/response phases apart: where a policy spends, which the host's mix hides."""
+        sums: dict[str, list[float]] = {}
+        for c in self.cells.values():
+            if c.kind != "idle":
+                total = sums.setdefault(c.kind, [0.0, 0.0])
+                total[0] += c.cpu_s
+                total[1] += c.delivered_bits
+        return {kind: cpu / bits * 1e9 for kind, (cpu, bits) in sums.items() if bits > 0}
+
     def as_dict(self) -> dict[str, Any]:
         d = {
             "scenario": self.scenario,
@@ -239,6 +253,7 @@ class PairResult:
             "duration_s": self.duration_s,
             "run_s": round(self.run_s, 2),
             "vfs": {pci: _round(v, 4) for pci, v in self.vf_scores.items()},
+            "cpu_s_per_gbit_by_kind": {k: _round(v, 5) for k, v in self.cpu_s_per_gbit_by_kind.items()},
         }
         d.update(self.extra)
         return d
