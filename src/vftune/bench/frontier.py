@@ -39,6 +39,7 @@ import math
 from dataclasses import dataclass
 
 from vftune.bench.oracle import OraclePhase, OraclePlan, OracleVf, candidates, vf_merit
+from vftune.bench.scores import MIN_RATIO  # a VF that gets nothing scores this, not log(0)
 from vftune.bench.targets import GEOMEAN_SCORE, MIN_SCORE
 from vftune.sim.engine import HostRates, HostSim
 from vftune.sim.layout import vf_pci
@@ -48,7 +49,6 @@ from vftune.sim.workload import HostSpec
 
 OPEN_PHASE_S = 600.0  # a phase that holds to the end of the run: the bench's stationary length
 ROUNDS = 4  # sweeps around the latest plan, for where the VFs' separate effects did not add up
-MIN_RATIO = 1e-6  # a VF that gets nothing scores this (scores.MIN_RATIO), not log(0)
 
 
 @dataclass(frozen=True)
