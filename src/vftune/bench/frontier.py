@@ -122,7 +122,8 @@ class _Phase:
             out.append(Option(itr, cpu - self.cpu0, bits - self.bits0,
                               sum(logs[j] - self.logs0[j] for j in logs),
                               all(logs[j] >= floor for j in moved)))
-        return [o for o in out if o.floor_ok] or [min(out, key=lambda o: -o.log_score)]
+        # Around a plan that missed the floors no rate may keep them all: the best one then.
+        return [o for o in out if o.floor_ok] or [max(out, key=lambda o: o.log_score)]
 
     @property
     def need(self) -> float:
