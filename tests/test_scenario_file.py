@@ -254,11 +254,13 @@ def _pairs(table: dict) -> list[str]:
 
 # Any document a user could write is either a scenario or one ScenarioError line: never a traceback.
 _scalars = st.one_of(st.none(), st.booleans(), st.integers(-10, 10**7), st.floats(allow_nan=True),
-                     st.text(max_size=8), st.sampled_from(["tcp", "udp", "rr", "idle", "82599", "pro1000",
-                                                          "stock", "patched", "vm1"]))
+                     st.text(max_size=8), st.sampled_from(["tcp", "udp", "rr", "idle", "tcp_tx", "poll", "82599",
+                                                          "pro1000", "stock", "patched", "vm1"]))
 _keys = st.sampled_from(["name", "kind", "at_s", "cores", "ports", "nic", "guest", "port", "vcpus", "in_flight",
                          "packet_bytes", "offered_bps", "window_bytes", "rtt_us", "sigma", "burst", "cycle_s",
-                         "duration_s", "pps", "counters", "service_us", "bogus"])
+                         "duration_s", "pps", "counters", "service_us", "bogus", "ramp_to_bps", "mtu", "queues",
+                         "incast_group", "guest_agent", "app_cpu", "microburst_ms", "microburst_gain",
+                         "overcommit"])
 _tables = st.dictionaries(_keys, _scalars, max_size=6)
 
 

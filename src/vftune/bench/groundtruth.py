@@ -38,9 +38,11 @@ class Tally:
     latency_s: float = 0.0  # sum of mean response time x transactions
     p99_s: float = 0.0  # sum of p99 x transactions
     cpu_s: float = 0.0  # the VF's network CPU: its guest's receive path and the host's irq work
+    app_lost_s: float = 0.0  # seconds x the share of its wanted CPU the guest's application did not get
 
     def add(self, rates: Any, h: float) -> None:
         self.seconds += h
+        self.app_lost_s += (1.0 - rates.app_progress) * h
         self.bits += (rates.rx_Bps + rates.tx_Bps) * 8.0 * h
         self.delivered_bits += rates.delivered_bps * h
         self.interrupts += rates.interrupts_per_s * h

@@ -59,9 +59,10 @@ def vf_merit(rates: Any, kind: str) -> float:
     """What a VF is scored on, higher is better: bits/s delivered to its application (bulk), or
     the inverse of its mean response time (request/response; bits/s where the model has none)."""
     latency = getattr(rates, "latency_mean_s", None)
+    progress = float(getattr(rates, "app_progress", 1.0))  # the guest's own application's share (app_cpu)
     if kind == "rr" and latency:
-        return 1.0 / float(latency)
-    return float(rates.delivered_bps)
+        return progress / float(latency)
+    return float(rates.delivered_bps) * progress
 
 
 def choose(merits: dict[int, float], kind: str, objective: str) -> int:

@@ -149,9 +149,11 @@ class Cell:
     latency_s: float = 0.0
     p99_s: float = 0.0
     cpu_s: float = 0.0
+    app_lost_s: float = 0.0  # seconds x the share of its wanted CPU the guest's application did not get
 
     def add(self, t: Tally) -> None:
         self.seconds += t.seconds
+        self.app_lost_s += t.app_lost_s
         self.bits += t.bits
         self.delivered_bits += t.delivered_bits
         self.transactions += t.transactions
@@ -161,10 +163,14 @@ class Cell:
 
     @property
     def merit(self) -> float:
-        """Higher is better: delivered bits/s (bulk), or 1 / mean response time (request/response)."""
+        """Higher is better: delivered bits/s (bulk), or 1 / mean response time (request/response),
+        times the share of its wanted CPU the guest's own application got (app_cpu)."""
+        if not self.seconds:
+            return 0.0
+        progress = 1.0 - self.app_lost_s / self.seconds
         if self.kind == "rr" and self.transactions > 0 and self.latency_s > 0:
-            return self.transactions / self.latency_s
-        return self.delivered_bits / self.seconds if self.seconds else 0.0
+            return self.transactions / self.latency_s * progress
+        return self.delivered_bits / self.seconds * progress
 
 
 MIN_RATIO = 1e-6  # a VF that got nothing scores this, not log(0)

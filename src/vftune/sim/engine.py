@@ -37,9 +37,9 @@ from vftune.agent.hybrid import EPSILON, HybridSwitch
 from vftune.itr import ITR_MAX_RATE, frame_bytes, wire_bytes
 from vftune.sim.adaptive import AdaptiveItr
 from vftune.sim.model import VfInput, VfRates, platform_for, share_port
-from vftune.sim.noise import NoiseStream, NoNoise
+from vftune.sim.noise import INCAST_STREAM, NoiseStream, NoNoise
 from vftune.sim.pfmode import STOCK_BUDGET, HostRx, cliff_pps, host_rx, pf_itr_cap
-from vftune.sim.workload import HostSpec, Idle
+from vftune.sim.workload import HostSpec, Idle, Poll, RequestResponse, Stream, Transmit, Workload
 
 COUNTER_REFRESH_S = 2.0  # ixgbe's service task copies VF counters this often
 MISSED_REFRESH_P = 0.02  # the service task is sometimes held off (resets, busy workqueue)
@@ -52,6 +52,26 @@ GSTATS_MIN_INTERVAL_S = 0.25
 GSTATS_BASE_S = 100e-6
 GSTATS_PER_VF_S = 10e-6
 PF_NOISE_STREAM = 10_000  # noise stream ids for PF host traffic start here
+
+
+# CFS (Linux 6.1, kernel/sched/fair.c): a waking task preempts the running one only when it is
+# behind by more than sysctl_sched_wakeup_granularity, 1 ms scaled by 1 + ilog2(min(CPUs, 8)).
+SCHED_WAKEUP_GRANULARITY_S = 4e-3
+
+
+def run_queue_wait_s(oversubscription: float) -> float:
+    """Mean wait of a woken vCPU for a core when busy vCPUs exceed the cores `oversubscription`
+    times over: it finds its core busy with another vCPU with probability 1 - 1/x, and then
+    waits half a wakeup granularity on average."""
+    if oversubscription <= 1.0:
+        return 0.0
+    return (1.0 - 1.0 / oversubscription) * SCHED_WAKEUP_GRANULARITY_S / 2.0
+
+
+def _ramp_factor(w: Workload, t_in_cycle: float) -> float:
+    if not isinstance(w, Stream | Transmit | Poll) or w.ramp is None or not w.offered_bps:
+        return 1.0
+    return w.ramp.factor(w.offered_bps, t_in_cycle)
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,7 +171,9 @@ class HostSim:
         self.vf_noise: list[NoiseStream] | list[NoNoise]
         self.pf_noise: list[NoiseStream] | list[NoNoise]
         if noise:
-            self.vf_noise = [NoiseStream(seed, i, spec.noise_sigma, spec.burst_gain) for i in range(len(spec.vfs))]
+            self.vf_noise = [NoiseStream(seed, i, spec.noise_sigma, spec.burst_gain,
+                                         None if vf.incast_group is None else INCAST_STREAM + vf.incast_group)
+                             for i, vf in enumerate(spec.vfs)]
             self.pf_noise = [NoiseStream(seed, PF_NOISE_STREAM + p, spec.noise_sigma, spec.burst_gain)
                              for p in range(spec.num_pfs)]
         else:
@@ -178,6 +200,8 @@ class HostSim:
         self._last_gstats = -float("inf")
         self._cliffs: dict[tuple[int, int, int], float] = {}
         self._port_vfs = [[i for i, vf in enumerate(spec.vfs) if vf.pf == p] for p in range(spec.num_pfs)]
+        self._incast = [[spec.vfs[i].incast_group for i in idx] if any(spec.vfs[i].incast_group is not None for i in idx)
+                        else None for idx in self._port_vfs]
         self._last_key: tuple[object, ...] | None = None
         self._last_rates: HostRates | None = None
         self._vf_memo: dict[VfInput, VfRates] = {}
@@ -189,12 +213,15 @@ class HostSim:
         spec = self.spec
         phase = spec.phase_index(t)
         workloads = [spec.workload(vf, phase) for vf in spec.vfs]
-        active: dict[str, int] = {}
+        active: dict[str, int] = {}  # busy receive queues per guest, one vCPU each
         for vf, w in zip(spec.vfs, workloads):
             if vf.guest is not None and not isinstance(w, Idle):
-                active[vf.guest] = active.get(vf.guest, 0) + 1
-        busy = sum(min(vm.vcpus, vm.background_cpu + active.get(vm.name, 0)) for vm in spec.vms)
-        share = min(1.0, max(0.05, spec.host_cpus - host_kernel_prev) / busy) if busy > 0 else 1.0
+                active[vf.guest] = active.get(vf.guest, 0) + vf.queues
+        busy = sum(min(vm.vcpus, vm.background_cpu + vm.app_cpu + active.get(vm.name, 0)) for vm in spec.vms)
+        cores_left = max(0.05, spec.host_cpus - host_kernel_prev)
+        share = min(1.0, cores_left / busy) if busy > 0 else 1.0
+        runq = run_queue_wait_s(busy / cores_left) if spec.overcommit else 0.0
+        within = float(int(t % spec.cycle_s if spec.cycle_s else t))  # ramps move once a second, as noise does
         inputs: list[VfInput] = []
         for i, (vf, w) in enumerate(zip(spec.vfs, workloads)):
             cap_noise, load_noise = self.vf_noise[i].at(t)
@@ -203,7 +230,13 @@ class HostSim:
             else:
                 vm = spec.vm_by_name[vf.guest]
                 vcpu = min(1.0, (vm.vcpus - vm.background_cpu) / max(1, active.get(vm.name, 0)))
-            inputs.append(VfInput(w, itrs[i], share * vcpu * cap_noise, load_noise))
+            offered = load_noise * _ramp_factor(w, within)
+            if isinstance(w, Stream) and spec.microburst_s > 0.0:
+                inputs.append(VfInput(w, itrs[i], share * vcpu * cap_noise, offered, vf.queues,
+                                      spec.microburst_gain, spec.microburst_s))
+            else:
+                inputs.append(VfInput(w, itrs[i], share * vcpu * cap_noise, offered, vf.queues,
+                                      runq_s=runq if isinstance(w, RequestResponse) else 0.0))
         pf_inputs = []
         for p in range(spec.num_pfs):
             pf = self.pfs[p]
@@ -227,7 +260,7 @@ class HostSim:
             load = spec.host_load(p, phase)
             lam, mode, budget, rx_usecs = pf_inputs[p]
             port_rates, host_wire = share_port([inputs[i] for i in idx], lam * wire_bytes(load.packet_bytes) * 8.0,
-                                               self.platform, self._vf_memo)
+                                               self.platform, self._vf_memo, self._incast[p])
             by_index.update(zip(idx, port_rates))
             lam = host_wire / (wire_bytes(load.packet_bytes) * 8.0)
             pf_rates.append(host_rx(load, lam, mode, budget, pf_itr_cap(rx_usecs, lam), self.platform.stack))
@@ -236,6 +269,17 @@ class HostSim:
         for vf, r in zip(spec.vfs, vf_rates):
             if vf.guest is not None:
                 guest_cpu[vf.guest] += r.guest_cpu
+        # The guests' own applications get what their network work and background leave of
+        # their vCPUs (interrupts and softirqs run first), and their VFs carry that share.
+        progress: dict[str, float] = {}
+        for vm in spec.vms:
+            if vm.app_cpu > 0.0:
+                got = min(vm.app_cpu, max(0.0, share * vm.vcpus - guest_cpu[vm.name]))
+                guest_cpu[vm.name] += got
+                progress[vm.name] = got / vm.app_cpu
+        if progress:
+            vf_rates = [r._replace(app_progress=progress[vf.guest]) if vf.guest in progress else r
+                        for vf, r in zip(spec.vfs, vf_rates)]
         forwarding = sum(r.host_cpu for r in vf_rates)
         kernel = forwarding + sum(r.kernel_cpu for r in pf_rates)
         visible = kernel if spec.irq_time_accounting else kernel - forwarding

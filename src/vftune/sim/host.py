@@ -46,6 +46,7 @@ from vftune.model import (
 from vftune.sim.engine import COUNTER_REFRESH_S, GSTATS_MIN_INTERVAL_S, HostSim
 from vftune.sim.layout import PF_DRIVER, pf_name, pf_pci, vf_pci
 from vftune.sim.scenarios import build
+from vftune.sim.workload import Poll
 
 MAX_NAPI_BUDGET = 1024
 DEFAULT_STEP_S = 0.5
@@ -180,9 +181,14 @@ class SimHost(HostDriver):
                 self._previous[pci] = counters
                 # With posted interrupts the host's vfio-msix counts never move; the Linux
                 # backend's counter health check flags that, the simulated host says so at once.
+                # So it does for a poll-mode driver in the guest, whose vector never fires. (A
+                # NAPI guest saturated by its load takes ~0 interrupts in the fluid model, but a
+                # real one still completes a poll now and then: its count moves.)
                 posted = self.spec.posted_interrupts
+                polling = isinstance(self.spec.workload(self.spec.vfs[i], self.spec.phase_index(now)), Poll)
+                frozen = posted or (polling and counters != (0, 0, 0, 0))
                 vfs[pci] = VfCounters(rx_p, rx_b, tx_p, tx_b, interrupts=0 if posted else int(state.live.interrupts),
-                                      counters_time=state.published_time, stale=stale, interrupts_frozen=posted)
+                                      counters_time=state.published_time, stale=stale, interrupts_frozen=frozen)
             pfs = {
                 name: PfCounters(int(pf.rx_packets), int(pf.rx_bytes), current_mode=pf.mode_in_force,
                                  rate_pps=int(pf.rate_pps), switches=pf.hybrid.switches)
@@ -190,7 +196,7 @@ class SimHost(HostDriver):
             }
             # Guests with an agent report their sockets' receive drops (the Linux backend reads
             # them through the QEMU guest agent); without one they are unknown.
-            drops = {name: int(n) for name, n in self.sim.guest_rx_drops.items()} if self.spec.guest_agent else {}
+            drops = {name: int(n) for name, n in self.sim.guest_rx_drops.items() if self.spec.guest_has_agent(name)}
             return Snapshot(time=now, vfs=vfs, pfs=pfs, guest_cpu=dict(self.sim.guest_cpu),
                             host_irq_cpu=self.sim.host_irq_cpu_visible, host_cpus=self.spec.host_cpus,
                             guest_rx_drops=drops)
@@ -277,9 +283,10 @@ class SimHost(HostDriver):
         scope = drops_scope(vf, vfs)
         if scope is not None or vf.guest is None:
             return scope
-        if not self.spec.guest_agent:  # what the Linux backend reports for a guest without an agent
+        if not self.spec.guest_has_agent(vf.guest.name):  # what the Linux backend reports without an agent
+            where = "[host] guest_agent" if self.spec.guest_agent is False else "[[vf]] guest_agent"
             return VfDrops("unavailable", f"guest {vf.guest.name}: no guest agent answers (the scenario's "
-                           "[host] guest_agent = false)")
+                           f"{where} = false)")
         return VfDrops("guest-agent", f"guest {vf.guest.name}: simulated UDP socket drops through its guest agent")
 
     def _pf_index(self, pf: str) -> int | None:

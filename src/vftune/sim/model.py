@@ -70,7 +70,7 @@ from vftune.sim.costs import (
     cycles_s,
 )
 from vftune.sim.pfmode import napi_kernel_share
-from vftune.sim.workload import HostSpec, Idle, RequestResponse, Stream, Workload
+from vftune.sim.workload import HostSpec, Idle, Poll, RequestResponse, Stream, Transmit, Workload
 
 NAPI_BUDGET = 64  # per poll (NAPI_POLL_WEIGHT)
 LIVELOCK_FLOOR = 0.01  # share of its CPU a livelocked receiver's application still gets
@@ -130,8 +130,12 @@ DEFAULT_PLATFORM = Platform()
 class VfInput(NamedTuple):  # a tuple: built for every VF at every step, so it must be cheap
     workload: Workload
     itr: float  # the rate the vector is throttled to now (interrupts/s; 1/delay for Pro/1000)
-    capacity: float  # CPU seconds per second its receive vCPU can spend
-    load_factor: float = 1.0  # seeded noise and bursts on the offered load
+    capacity: float  # CPU seconds per second its receive vCPU can spend (per queue)
+    load_factor: float = 1.0  # seeded noise, bursts and ramps on the offered load
+    queues: int = 1  # RSS: receive queues, each with its own vector and vCPU
+    microburst_gain: float = 1.0  # arrivals come in bursts at this many times the mean rate ...
+    microburst_s: float = 0.0  # ... each this long, silent between them (0: smooth)
+    runq_s: float = 0.0  # mean wait of a woken vCPU in the host's run queue (overcommit)
 
 
 class VfRates(NamedTuple):
@@ -149,6 +153,9 @@ class VfRates(NamedTuple):
     latency_mean_s: float | None = None  # request/response only
     latency_p99_s: float | None = None
     socket_drop_pps: float = 0.0  # UDP: taken off the ring, dropped at the socket (RcvbufErrors)
+    # Share of the CPU its guest's own application wanted that it got (1: none wanted, or all
+    # of it); the engine sets it once the guest's network work is known.
+    app_progress: float = 1.0
 
 
 ZERO = VfRates(0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
@@ -180,6 +187,28 @@ def wait(events_per_s: float, itr: float, timer: str) -> tuple[float, float]:
     mean = blocked * interval / 2.0
     p99 = interval * max(0.0, 1.0 - 0.01 / blocked) if blocked > 0.0 else 0.0
     return mean, p99
+
+
+def ring_pps(plat: Platform, vf: VfInput) -> float:
+    """Packets/s the rx ring can take: at most a ring per interrupt interval. With microbursts
+    (gain g, bursts of b seconds carrying all the traffic, so one burst per g*b seconds) a burst
+    finds an empty ring and is drained once per interval while it lasts: a ring plus b*itr rings
+    per burst, so a burst shorter than the interval overflows whatever the rate (the NIC drops
+    what does not fit: rx_missed)."""
+    rings_per_s = vf.itr
+    if vf.microburst_gain > 1.0 and vf.microburst_s > 0.0:
+        b = vf.microburst_s
+        rings_per_s = (1.0 + b * vf.itr) / (vf.microburst_gain * b)
+    return plat.ring * rings_per_s
+
+
+def fired_bursty(events_per_s: float, vf: VfInput) -> float:
+    """Interrupts/s the timer allows for these events, which come in the VF's microbursts (if
+    any): the timer fires within bursts only, at the burst's rate, for 1/gain of the time."""
+    g = vf.microburst_gain
+    if g > 1.0 and vf.microburst_s > 0.0:
+        return fired(events_per_s * g, vf.itr) / g
+    return fired(events_per_s, vf.itr)
 
 
 def napi_interrupts(timer_rate: float, capacity: float, work: float, per_interrupt: float) -> float:
@@ -227,7 +256,7 @@ def _stream(w: Stream, vf: VfInput, plat: Platform, link_wire_bps: float) -> VfR
     base = w.offered_bps / 8.0 if w.offered_bps is not None else line
     sender = base * vf.load_factor
     link = link_wire_bps / 8.0 * s / wire_bytes(s)  # what the port leaves this VF
-    ring = plat.ring * s * itr
+    ring = ring_pps(plat, vf) * s
     cap = vf.capacity
     ci = plat.per_interrupt_s
     if w.acked:
@@ -240,7 +269,7 @@ def _stream(w: Stream, vf: VfInput, plat: Platform, link_wire_bps: float) -> VfR
             cpu = cpu_bound_events(cap, _tcp_segment_s(s, 1.0, plat), ci, itr) * s
         delivered = min(sender, link, window_bound, ring, cpu)
         pps = delivered / s
-        timer = fired(pps, itr)
+        timer = fired_bursty(pps, vf)
         if plat.napi:
             ints = timer
             for _ in range(2):  # packets per poll set GRO, GRO sets the work, work sets polls
@@ -262,11 +291,11 @@ def _stream(w: Stream, vf: VfInput, plat: Platform, link_wire_bps: float) -> VfR
         c = plat.stack
         kernel_per = c.per_packet_s + c.per_byte_s * s
         app_per = APP_CALL_PACKETS * c.per_packet_s
-        timer = fired(arrivals_pps, itr)
+        timer = fired_bursty(arrivals_pps, vf)
         # The ring overflows when more than a ring arrives per interrupt (the NIC drops the rest),
         # unless NAPI polls already run back to back.
         back_to_back = plat.napi and arrivals_pps * kernel_per >= cap
-        taken = arrivals_pps if back_to_back else min(arrivals_pps, plat.ring * itr)
+        taken = arrivals_pps if back_to_back else min(arrivals_pps, ring_pps(plat, vf))
         if plat.napi:
             kernel_need = taken * kernel_per
             ints = napi_interrupts(timer, cap, kernel_need, ci)
@@ -346,7 +375,8 @@ def _rr(w: RequestResponse, vf: VfInput, plat: Platform, rx_wire_bps: float, tx_
     tps_line = min(min(rx_wire_bps, line_bps) / rx_wire_per_txn, min(tx_wire_bps, line_bps) / tx_wire_per_txn)
     # The larger message crosses the wire once per transaction.
     wire_s = max(rx_wire_per_txn, tx_wire_per_txn) / line_bps
-    base = w.rtt_s + wire_s + per_txn / vf.capacity
+    # A request's vCPU may first wait in the host's run queue (overcommit: engine.py).
+    base = w.rtt_s + wire_s + per_txn / vf.capacity + vf.runq_s
     concurrency = w.concurrency * vf.load_factor
     tps = min(_latency_bound_tps(concurrency, base, rx_pkts, 1.0 / itr, plat.timer), tps_line)
     ints = 0.0
@@ -397,10 +427,114 @@ def _idle(w: Idle, vf: VfInput, plat: Platform) -> VfRates:
     )
 
 
+# -- transmit-heavy and poll-mode guests ------------------------------------------------------
+
+TSQ_BYTES = 1_048_576  # net.ipv4.tcp_limit_output_bytes (Linux 6.1's default)
+DELAYED_ACK_SEGMENTS = 2  # the remote receiver ACKs every second full segment (RFC 1122)
+ACK_COST_SHARE = 0.5  # an ACK carries no data: no copy or socket queueing (assumption, not fitted)
+TSO_SEGMENTS = GRO_MAX_SEGS  # a TSO send of 64 kB is one descriptor chain and one completion
+# A poll-mode driver's per-packet work against the kernel path's: DPDK's ixgbe PMD takes tens
+# of millions of packets per second per core where the kernel stack takes about one
+# (assumption from the PMD's published performance reports, not fitted).
+POLL_PACKET_SHARE = 0.05
+
+
+def _transmit(w: Transmit, vf: VfInput, plat: Platform, tx_wire_bps: float) -> VfRates:
+    """Bulk TCP sent by the guest. TCP Small Queues (tcp_small_queue_check) lets a socket have
+    at most TSQ_BYTES below it until transmit completions free them, and completions are
+    cleaned in the poll an interrupt starts: at most TSQ_BYTES per interval. ACKs wait for the
+    sender's interrupt as data does at a receiver, so window / (RTT + I) bounds the rate. The
+    sender's CPU: the copy (per byte), one TSO send and completion per 64 kB, the ACKs."""
+    s = float(w.packet_bytes)
+    itr = float(vf.itr)
+    interval = 1.0 / itr
+    payload = max(1.0, s - TCPIP_HEADERS)
+    line = line_payload_Bps(s, plat.line_rate_bps)
+    base = w.offered_bps / 8.0 if w.offered_bps is not None else line
+    sender = base * vf.load_factor
+    link = min(tx_wire_bps, plat.line_rate_bps) / 8.0 * s / wire_bytes(s)
+    window = w.window_bytes if w.window_bytes is not None else plat.tcp_window_max
+    window_bound = window / (w.rtt_s + interval) * s / payload
+    tsq_bound = TSQ_BYTES * itr
+    c = plat.stack
+    ack_per_packet = 1.0 / DELAYED_ACK_SEGMENTS
+    sends_per_packet = 1.0 / TSO_SEGMENTS if plat.gro else 1.0  # TSO where the NIC offloads
+    per_packet_s = (c.per_byte_s * s + c.per_packet_s * sends_per_packet * (1.0 + APP_CALL_PACKETS)
+                    + c.per_packet_s * ACK_COST_SHARE * ack_per_packet)
+    cap = vf.capacity
+    ci = plat.per_interrupt_s
+    events_per_packet = ack_per_packet + sends_per_packet  # ACKs in, completions out: one vector
+    cpu = max(0.0, cap) / per_packet_s * s
+    pps = min(sender, link, window_bound, tsq_bound, cpu) / s
+    timer = fired_bursty(pps * events_per_packet, vf)
+    if plat.napi:
+        ints = napi_interrupts(timer, cap, pps * per_packet_s, ci)
+    else:
+        ints = timer
+        pps = min(pps, max(0.0, cap - ints * ci) / per_packet_s)
+    ack_pps = pps * ack_per_packet
+    return VfRates(
+        rx_pps=ack_pps,
+        rx_Bps=ack_pps * frame_bytes(ACK_BYTES),
+        tx_pps=pps,
+        tx_Bps=pps * frame_bytes(s),
+        offered_bps=pps * s * 8.0,
+        delivered_bps=pps * s * 8.0,
+        interrupts_per_s=ints,
+        guest_cpu=min(cap, pps * per_packet_s + ints * ci),
+        host_cpu=plat.host_irq_s * ints,
+        rx_wire_bps=ack_pps * wire_bytes(ACK_BYTES) * 8.0,
+        tx_wire_bps=pps * wire_bytes(s) * 8.0,
+    )
+
+
+def _poll(w: Poll, vf: VfInput, plat: Platform, rx_wire_bps: float) -> VfRates:
+    """A poll-mode driver: its core spins on the ring with interrupts off, whatever the load,
+    so it spends its whole vCPU, raises no interrupts, and the ITR changes nothing."""
+    s = float(w.packet_bytes)
+    line = line_payload_Bps(s, plat.line_rate_bps)
+    base = w.offered_bps / 8.0 if w.offered_bps is not None else line
+    link = min(rx_wire_bps, plat.line_rate_bps) / 8.0 * s / wire_bytes(s)
+    cpu = max(0.0, vf.capacity) / (plat.stack.per_packet_s * POLL_PACKET_SHARE) * s
+    pps = min(base * vf.load_factor, link, cpu) / s
+    return VfRates(
+        rx_pps=pps,
+        rx_Bps=pps * frame_bytes(s),
+        tx_pps=0.0,
+        tx_Bps=0.0,
+        offered_bps=pps * s * 8.0,
+        delivered_bps=pps * s * 8.0,
+        interrupts_per_s=0.0,
+        guest_cpu=max(0.0, vf.capacity),
+        host_cpu=0.0,
+        rx_wire_bps=pps * wire_bytes(s) * 8.0,
+    )
+
+
+def _spread(vf: VfInput, rx_cap_wire_bps: float, tx_cap_wire_bps: float, plat: Platform) -> VfRates:
+    """RSS: a VF with q receive queues is q single-queue VFs, each with 1/q of the offered load
+    (and of the transactions in flight), its own vector and its own vCPU; each flow keeps its
+    own window. Rates add up over the queues; response times are each queue's."""
+    q = vf.queues
+    one = vf_rates(vf._replace(queues=1, load_factor=vf.load_factor / q),
+                   min(rx_cap_wire_bps, plat.line_rate_bps) / q, min(tx_cap_wire_bps, plat.line_rate_bps) / q, plat)
+    return one._replace(
+        rx_pps=one.rx_pps * q, rx_Bps=one.rx_Bps * q, tx_pps=one.tx_pps * q, tx_Bps=one.tx_Bps * q,
+        offered_bps=one.offered_bps * q, delivered_bps=one.delivered_bps * q,
+        interrupts_per_s=one.interrupts_per_s * q, guest_cpu=one.guest_cpu * q, host_cpu=one.host_cpu * q,
+        rx_wire_bps=one.rx_wire_bps * q, tx_wire_bps=one.tx_wire_bps * q, socket_drop_pps=one.socket_drop_pps * q)
+
+
 def vf_rates(vf: VfInput, rx_cap_wire_bps: float = INF, tx_cap_wire_bps: float = INF,
              plat: Platform = DEFAULT_PLATFORM) -> VfRates:
     """One VF's steady rates, given what the port leaves it in each direction."""
     w = vf.workload
+    if vf.queues > 1 and not isinstance(w, Idle):
+        return _spread(vf, rx_cap_wire_bps, tx_cap_wire_bps, plat)
+    if isinstance(w, Transmit):
+        return _transmit(w, vf, plat, tx_cap_wire_bps)
+    if isinstance(w, Poll):
+        return _poll(w, vf, plat, rx_cap_wire_bps)
     if isinstance(w, Stream):
         return _stream(w, vf, plat, rx_cap_wire_bps)
     if isinstance(w, RequestResponse):
@@ -422,11 +556,15 @@ def water_fill(capacity: float, demands: list[float]) -> list[float]:
 
 
 def share_port(vfs: list[VfInput], host_rx_wire_bps: float, plat: Platform = DEFAULT_PLATFORM,
-               memo: dict[VfInput, VfRates] | None = None) -> tuple[list[VfRates], float]:
+               memo: dict[VfInput, VfRates] | None = None,
+               incast: list[int | None] | None = None) -> tuple[list[VfRates], float]:
     """All VFs of one port and its host traffic: what each gets of the line rate each way.
 
     Returns the VFs' rates and the host traffic's rx wire share in bits/s. `memo` keeps the
     unconstrained rates of inputs seen before (the engine clears it every simulated second).
+    `incast` names each VF's incast group (None: none): the microbursts of a group's VFs
+    coincide, so while they last the group's arrivals share the line, and what exceeds it
+    is dropped before the host (a switch's shallow buffer is not modelled).
     """
     line = plat.line_rate_bps
     if memo is None:
@@ -440,13 +578,34 @@ def share_port(vfs: list[VfInput], host_rx_wire_bps: float, plat: Platform = DEF
             first.append(r)
     rx_demand = [r.rx_wire_bps for r in first] + [host_rx_wire_bps]
     tx_demand = [r.tx_wire_bps for r in first]
-    if sum(rx_demand) <= line and sum(tx_demand) <= line:
+    incast_caps = _incast_caps(vfs, first, incast, line) if incast else {}
+    if sum(rx_demand) <= line and sum(tx_demand) <= line and not incast_caps:
         return first, host_rx_wire_bps
     rx_share = water_fill(line, rx_demand)
     tx_share = water_fill(line, tx_demand)
+    for i, cap in incast_caps.items():
+        rx_share[i] = min(rx_share[i], cap)
     rates = []
     for i, (vf, r) in enumerate(zip(vfs, first)):
         if rx_share[i] < r.rx_wire_bps * 0.9999 or tx_share[i] < r.tx_wire_bps * 0.9999:
             r = vf_rates(vf, rx_share[i], tx_share[i], plat)
         rates.append(r)
     return rates, rx_share[-1]
+
+
+def _incast_caps(vfs: list[VfInput], first: list[VfRates], incast: list[int | None],
+                 line: float) -> dict[int, float]:
+    """Receive caps of the VFs whose group's coinciding microbursts exceed the line rate."""
+    groups: dict[int, list[int]] = {}
+    for i, group in enumerate(incast):
+        if group is not None and vfs[i].microburst_gain > 1.0 and vfs[i].microburst_s > 0.0:
+            groups.setdefault(group, []).append(i)
+    caps: dict[int, float] = {}
+    for members in groups.values():
+        if len(members) < 2:
+            continue
+        in_burst = sum(first[i].rx_wire_bps * vfs[i].microburst_gain for i in members)
+        if in_burst > line:
+            for i in members:
+                caps[i] = first[i].rx_wire_bps * line / in_burst
+    return caps

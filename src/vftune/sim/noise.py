@@ -16,9 +16,17 @@ BURST_ENTER = 0.03  # per second
 BURST_LEAVE = 0.25
 
 
+INCAST_STREAM = 20_000  # burst streams shared by an incast group start here
+
+
 class NoiseStream:
-    def __init__(self, seed: int, stream: int, sigma: float, burst_gain: float) -> None:
+    """`burst_stream`: draw the burst states from this stream instead of the VF's own, so the
+    VFs of one incast group burst in the same seconds (their jitter stays their own)."""
+
+    def __init__(self, seed: int, stream: int, sigma: float, burst_gain: float,
+                 burst_stream: int | None = None) -> None:
         self.seed, self.stream = seed, stream
+        self.burst_stream = burst_stream
         self.sigma, self.burst_gain = sigma, burst_gain
         self._chunk = -1
         self._capacity: list[float] = []
@@ -31,6 +39,10 @@ class NoiseStream:
         draws = rng.random(CHUNK_S)
         stationary = BURST_ENTER / (BURST_ENTER + BURST_LEAVE)
         bursting = bool(rng.random() < stationary)
+        if self.burst_stream is not None:
+            shared = np.random.default_rng([self.seed, self.burst_stream, chunk])
+            draws = shared.random(CHUNK_S)
+            bursting = bool(shared.random() < stationary)
         gains = np.empty(CHUNK_S)
         for i in range(CHUNK_S):
             bursting = draws[i] >= BURST_LEAVE if bursting else draws[i] < BURST_ENTER

@@ -25,8 +25,11 @@ from vftune.sim.workload import (
     HostTraffic,
     Idle,
     Phase,
+    Poll,
+    Ramp,
     RequestResponse,
     Stream,
+    Transmit,
     VfSlot,
     Vm,
     Workload,
@@ -34,19 +37,23 @@ from vftune.sim.workload import (
 
 UUID_NAMESPACE = uuid.UUID("6f1c3c62-7c1e-4d0e-9a59-1f0d2b8c5a10")
 JITTER = 0.04
-KINDS = ("tcp", "udp", "rr", "idle")
+KINDS = ("tcp", "udp", "rr", "idle", "tcp_tx", "poll")
+OFFERED_KINDS = ("tcp", "udp", "tcp_tx", "poll")  # kinds with an offered rate (ramp_to_bps)
+MAX_QUEUES = 4
+DEFAULT_DURATION_S = 600.0  # the bench's run length past the last phase's start (bench/harness)
 NICS = ("82599", "pro1000")
 COUNTERS = ("stock", "patched")
 MAX_PORTS = 4
 
 TOP_KEYS = {"name", "description", "duration_s", "cycle_s", "host", "noise", "guest", "vf", "pf"}
 HOST_KEYS = {"cores", "cpu_ghz", "nic", "ports", "irq_time_accounting", "posted_interrupts", "counters",
-             "tcp_rmem_max", "guest_agent", "vf_itr_fetch_s", "vf_itr_fetch_busy_s", "vf_itr_busy_s"}
-NOISE_KEYS = {"sigma", "burst"}
-GUEST_KEYS = {"name", "vcpus", "memory_mb", "background_cpu"}
-VF_KEYS = {"guest", "port", "phase"}
+             "tcp_rmem_max", "guest_agent", "vf_itr_fetch_s", "vf_itr_fetch_busy_s", "vf_itr_busy_s",
+             "overcommit"}
+NOISE_KEYS = {"sigma", "burst", "microburst_ms", "microburst_gain"}
+GUEST_KEYS = {"name", "vcpus", "memory_mb", "background_cpu", "app_cpu"}
+VF_KEYS = {"guest", "port", "phase", "queues", "incast_group", "guest_agent"}
 PHASE_KEYS = {"at_s", "kind", "packet_bytes", "offered_bps", "window_bytes", "rtt_us", "request_bytes",
-              "response_bytes", "in_flight", "service_us", "pps"}
+              "response_bytes", "in_flight", "service_us", "pps", "ramp_to_bps", "mtu"}
 PF_KEYS = {"port", "phase"}
 PF_PHASE_KEYS = {"at_s", "pps", "packet_bytes", "constant_rate"}
 
@@ -138,6 +145,9 @@ class VfDef:
     guest: str | None
     port: int
     phases: tuple[PhaseDef, ...]
+    queues: int = 1
+    incast_group: int | None = None
+    guest_agent: bool | None = None
 
 
 @dataclass(frozen=True)
@@ -160,9 +170,21 @@ class ScenarioFile:
     host: dict[str, Any]
     sigma: float
     burst: float
-    guests: tuple[tuple[str, int, int, float], ...]  # name, vcpus, memory_mb, background_cpu
+    guests: tuple[tuple[str, int, int, float, float], ...]  # name, vcpus, memory_mb, background_cpu, app_cpu
     vfs: tuple[VfDef, ...]
     pf_phases: tuple[tuple[int, tuple[PfPhaseDef, ...]], ...]
+    microburst_ms: float = 0.0
+    microburst_gain: float = 1.0
+
+    def _phase_length(self, vf: VfDef, k: int) -> float:
+        """How long a VF's phase k lasts: to its next phase, the cycle's end, or the run's end."""
+        if k + 1 < len(vf.phases):
+            return vf.phases[k + 1].at_s - vf.phases[k].at_s
+        if self.cycle_s:
+            return self.cycle_s - vf.phases[k].at_s
+        last = max(p.at_s for v in self.vfs for p in v.phases)
+        end = self.duration_s if self.duration_s is not None else last + DEFAULT_DURATION_S
+        return max(0.0, end - vf.phases[k].at_s)
 
     def build(self, seed: int = 0) -> HostSpec:
         rng = np.random.default_rng([seed, 7])
@@ -172,8 +194,8 @@ class ScenarioFile:
 
         starts = sorted({0.0} | {p.at_s for vf in self.vfs for p in vf.phases}
                         | {p.at_s for _, phases in self.pf_phases for p in phases})
-        vms = tuple(Vm(name, str(uuid.uuid5(UUID_NAMESPACE, f"{self.name}/{name}")), vcpus, memory, background)
-                    for name, vcpus, memory, background in self.guests)
+        vms = tuple(Vm(name, str(uuid.uuid5(UUID_NAMESPACE, f"{self.name}/{name}")), vcpus, memory, background, app)
+                    for name, vcpus, memory, background, app in self.guests)
         built: dict[tuple[int, int], Workload] = {}  # (vf, its phase) -> workload, jittered once
         slots = []
         counters = [0] * self.host["ports"]
@@ -186,9 +208,11 @@ class ScenarioFile:
                     continue
                 key = (v, current[-1])
                 if key not in built:
-                    built[key] = _workload(vf.phases[current[-1]], j)
+                    k = current[-1]
+                    built[key] = _workload(vf.phases[k], j, self._phase_length(vf, k))
                 workloads.append(built[key])
-            slots.append(VfSlot(vf.port, counters[vf.port], vf.guest, tuple(workloads)))
+            slots.append(VfSlot(vf.port, counters[vf.port], vf.guest, tuple(workloads), vf.queues,
+                                vf.incast_group, vf.guest_agent))
             counters[vf.port] += 1
         traffic: list[tuple[HostTraffic, ...]] = [() for _ in range(self.host["ports"])]
         for port, phases in self.pf_phases:
@@ -209,6 +233,8 @@ class ScenarioFile:
             posted_interrupts=self.host["posted_interrupts"], tcp_rmem_max=self.host["tcp_rmem_max"],
             guest_agent=self.host["guest_agent"], vf_itr_fetch_s=self.host["vf_itr_fetch_s"],
             vf_itr_fetch_busy_s=self.host["vf_itr_fetch_busy_s"], vf_itr_busy_s=self.host["vf_itr_busy_s"],
+            microburst_s=self.microburst_ms / 1e3, microburst_gain=self.microburst_gain,
+            overcommit=self.host["overcommit"],
         )
 
 
@@ -217,23 +243,33 @@ def _label(scenario: ScenarioFile, start: float) -> str:
     return f"{start:g}s:" + "+".join(kinds) if kinds else f"{start:g}s"
 
 
-def _workload(p: PhaseDef, j: Any) -> Workload:
+def _workload(p: PhaseDef, j: Any, length_s: float) -> Workload:
     v = p.values
+    offered = v.get("offered_bps")
+    offered_now = j(offered) if offered else None
+    ramp = None
+    if "ramp_to_bps" in v and offered_now:
+        # The ramp's end is jittered by the same relative amount as its start.
+        ramp = Ramp(v["ramp_to_bps"] * offered_now / offered, p.at_s, length_s)
+    packet = int(v.get("packet_bytes", 1500))
     if p.kind == "tcp":
         window = v.get("window_bytes")
-        offered = v.get("offered_bps")
-        return Stream(packet_bytes=int(v.get("packet_bytes", 1500)), acked=True,
-                      offered_bps=j(offered) if offered else None,
-                      window_bytes=j(window) if window else None, rtt_s=j(v.get("rtt_us", 60.0)) * 1e-6)
+        return Stream(packet_bytes=packet, acked=True, offered_bps=offered_now,
+                      window_bytes=j(window) if window else None, rtt_s=j(v.get("rtt_us", 60.0)) * 1e-6, ramp=ramp)
     if p.kind == "udp":
-        offered = v.get("offered_bps")
-        return Stream(packet_bytes=int(v.get("packet_bytes", 1500)), acked=False,
-                      offered_bps=j(offered) if offered else None, rtt_s=j(v.get("rtt_us", 60.0)) * 1e-6)
+        return Stream(packet_bytes=packet, acked=False, offered_bps=offered_now,
+                      rtt_s=j(v.get("rtt_us", 60.0)) * 1e-6, ramp=ramp)
+    if p.kind == "tcp_tx":
+        window = v.get("window_bytes")
+        return Transmit(packet_bytes=packet, offered_bps=offered_now, window_bytes=j(window) if window else None,
+                        rtt_s=j(v.get("rtt_us", 60.0)) * 1e-6, ramp=ramp)
+    if p.kind == "poll":
+        return Poll(packet_bytes=packet, offered_bps=offered_now, ramp=ramp)
     if p.kind == "rr":
         return RequestResponse(request_bytes=int(v.get("request_bytes", 100)),
                                response_bytes=int(v.get("response_bytes", 100)),
                                concurrency=int(v.get("in_flight", 1)), rtt_s=j(v.get("rtt_us", 50.0)) * 1e-6,
-                               service_s=j(v.get("service_us", 5.0)) * 1e-6)
+                               service_s=j(v.get("service_us", 5.0)) * 1e-6, mtu=int(v.get("mtu", 1500)))
     return Idle(pps=v.get("pps", 4.0), packet_bytes=int(v.get("packet_bytes", 90)))
 
 
@@ -265,10 +301,16 @@ def parse(text: str, path: str) -> ScenarioFile:
         "vf_itr_fetch_s": c.number(h, "vf_itr_fetch_s", "host.", 2.0, low=0.0, high=10.0),
         "vf_itr_fetch_busy_s": c.number(h, "vf_itr_fetch_busy_s", "host.", 0.25, low=0.0, high=10.0),
         "vf_itr_busy_s": c.number(h, "vf_itr_busy_s", "host.", 10.0, low=0.0, high=600.0),
+        "overcommit": c.flag(h, "overcommit", "host.", False),
     }
     n = c.table(doc.get("noise", {}), "noise", NOISE_KEYS)
     sigma = c.number(n, "sigma", "noise.", 0.03, low=0.0, high=1.0) or 0.0
     burst = c.number(n, "burst", "noise.", 1.5, low=1.0, high=20.0) or 1.0
+    for given, missing in (("microburst_ms", "microburst_gain"), ("microburst_gain", "microburst_ms")):
+        if given in n and missing not in n:
+            raise c.fail(f"noise.{missing}", None, f"is required with noise.{given}")
+    microburst_ms = c.number(n, "microburst_ms", "noise.", 0.0, above=0.0, high=1000.0) or 0.0
+    microburst_gain = c.number(n, "microburst_gain", "noise.", 1.0, low=1.0, high=100.0) or 1.0
     guests = []
     names: set[str] = set()
     for i, g in enumerate(c.tables(doc, "guest", "")):
@@ -283,7 +325,8 @@ def parse(text: str, path: str) -> ScenarioFile:
         vcpus = c.integer(g, "vcpus", where, 2, 1, 1024)
         memory = c.integer(g, "memory_mb", where, 2048, 64, 1 << 24)
         background = c.number(g, "background_cpu", where, 0.02, low=0.0, high=float(vcpus)) or 0.0
-        guests.append((gname, vcpus, memory, background))
+        app = c.number(g, "app_cpu", where, 0.0, low=0.0, high=float(vcpus)) or 0.0
+        guests.append((gname, vcpus, memory, background, app))
     vfs = []
     per_port = [0] * host["ports"]
     for i, raw in enumerate(c.tables(doc, "vf", "")):
@@ -299,8 +342,11 @@ def parse(text: str, path: str) -> ScenarioFile:
         phases = c.tables(raw, "phase", where)
         if not phases:
             raise c.fail(f"{where}phase", [], "needs at least one [[vf.phase]]")
+        queues = c.integer(raw, "queues", where, 1, 1, MAX_QUEUES)
+        incast = c.integer(raw, "incast_group", where, -1, 0, 1 << 20) if "incast_group" in raw else None
+        agent = c.flag(raw, "guest_agent", where, True) if "guest_agent" in raw else None
         vfs.append(VfDef(guest, port, tuple(_phase(c, p, f"{where}phase[{k}].", cycle, host["nic"])
-                                            for k, p in enumerate(phases))))
+                                            for k, p in enumerate(phases)), queues, incast, agent))
         _ordered(c, [p.at_s for p in vfs[-1].phases], where)
     pfs = []
     for i, raw in enumerate(c.tables(doc, "pf", "")):
@@ -318,7 +364,7 @@ def parse(text: str, path: str) -> ScenarioFile:
         _ordered(c, [p.at_s for p in pf_phases], where)
         pfs.append((port, tuple(pf_phases)))
     return ScenarioFile(name, description, path, duration, cycle, host, sigma, burst, tuple(guests), tuple(vfs),
-                        tuple(pfs))
+                        tuple(pfs), microburst_ms, microburst_gain)
 
 
 def _at(c: _Checker, p: dict[str, Any], where: str, cycle: float | None) -> float:
@@ -343,18 +389,26 @@ def _phase(c: _Checker, p: dict[str, Any], where: str, cycle: float | None, nic:
     max_packet = 9000 if nic == "82599" else 16110
     values: dict[str, float] = {}
     for key, least, most in (("packet_bytes", 46, max_packet), ("request_bytes", 1, 1 << 26),
-                             ("response_bytes", 1, 1 << 26), ("in_flight", 1, 4096)):
+                             ("response_bytes", 1, 1 << 26), ("in_flight", 1, 4096), ("mtu", 576, 9000)):
         if key in p:
             values[key] = float(c.integer(p, key, where, 0, least, most))
     bounds: tuple[tuple[str, float | None, float, float | None], ...] = (
         ("offered_bps", None, 1e11, 0.0), ("window_bytes", 1024.0, 2.0**31, None), ("rtt_us", 0.0, 1e6, None),
-        ("service_us", 0.0, 1e6, None), ("pps", 0.0, 1e8, None))
+        ("service_us", 0.0, 1e6, None), ("pps", 0.0, 1e8, None), ("ramp_to_bps", None, 1e11, 0.0))
     for key, low, high, above in bounds:
         value = c.number(p, key, where, None, low=low, high=high, above=above)
         if value is not None:
             values[key] = value
-    if kind == "tcp" and values.get("packet_bytes", 1500) <= 52:
+    if kind in ("tcp", "tcp_tx") and values.get("packet_bytes", 1500) <= 52:
         raise c.fail(f"{where}packet_bytes", p["packet_bytes"], "a TCP segment needs more than 52 bytes of headers")
+    if "mtu" in p and kind != "rr":
+        raise c.fail(f"{where}mtu", p["mtu"], f"applies to kind rr only (this phase is {kind}: use packet_bytes)")
+    if "ramp_to_bps" in p:
+        if kind not in OFFERED_KINDS:
+            raise c.fail(f"{where}ramp_to_bps", p["ramp_to_bps"],
+                         f"applies to kinds with an offered rate ({', '.join(OFFERED_KINDS)}), not {kind}")
+        if "offered_bps" not in p:
+            raise c.fail(f"{where}ramp_to_bps", p["ramp_to_bps"], "needs offered_bps, the rate the ramp starts from")
     return PhaseDef(at, kind, values)
 
 

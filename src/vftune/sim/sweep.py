@@ -17,7 +17,7 @@ from vftune.sim.engine import HostRates, HostSim
 from vftune.sim.layout import vf_pci
 from vftune.sim.model import VfRates
 from vftune.sim.scenarios import build
-from vftune.sim.workload import HostSpec, RequestResponse, Stream
+from vftune.sim.workload import HostSpec, Poll, RequestResponse, Stream, Transmit, Workload
 
 GRID_RATIO = 1.04  # neighbouring grid points 4% apart: the peak is found within ~2%
 TIE_TOLERANCE = 0.001
@@ -81,6 +81,7 @@ def _figures(r: VfRates, itr: int, host_cpus: int) -> dict[str, Any]:
         "goodput_bps": round(r.delivered_bps, 1),
         "cpu": round((r.guest_cpu + r.host_cpu) / host_cpus, 6),
         "interrupts_per_s": round(r.interrupts_per_s, 1),
+        "app_progress": round(r.app_progress, 4),
         **_rr_latency([r]),
     }
 
@@ -126,7 +127,10 @@ def sweep(scenario: str, itrs: list[int] | None = None, seed: int = 0, t: float 
             "points": points, "best_itr": best_point(points)}
 
 
-def _kind(w: object) -> str:
+def _kind(w: Workload) -> str:
+    """The scenario file's name for a workload's kind."""
     if isinstance(w, Stream):
         return "tcp" if w.acked else "udp"
-    return "rr" if isinstance(w, RequestResponse) else "idle"
+    if isinstance(w, RequestResponse):
+        return "rr"
+    return w.kind if isinstance(w, Transmit | Poll) else "idle"

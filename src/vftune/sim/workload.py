@@ -19,7 +19,51 @@ class Stream:
     acked: bool = True  # TCP: window-limited and self-clocked; False: UDP, arrivals ignore the receiver
     window_bytes: float | None = None  # pinned receive window; None = autotuned to tcp_rmem's max
     rtt_s: float = 60e-6  # round trip without coalescing delay
+    ramp: Ramp | None = None  # the offered rate moves linearly over the phase
     kind: str = "stream"
+
+
+@dataclass(frozen=True)
+class Ramp:
+    """An offered rate that moves linearly from the workload's offered_bps to `to_bps` over the
+    `seconds` from `start_s` (the phase's start within the cycle), then holds: a diurnal curve
+    without 120 phase tables."""
+
+    to_bps: float
+    start_s: float
+    seconds: float
+
+    def factor(self, offered_bps: float, t_in_cycle: float) -> float:
+        """The offered rate at this time over the phase's starting rate."""
+        since = t_in_cycle - self.start_s
+        frac = min(1.0, max(0.0, since / self.seconds)) if self.seconds > 0 else 1.0
+        return (offered_bps + (self.to_bps - offered_bps) * frac) / offered_bps
+
+
+@dataclass(frozen=True)
+class Transmit:
+    """Bulk TCP sent by the guest (video, CDN, backups out): the VF receives only ACKs.
+
+    Scored on what the guest's application sends. The sender's window is autotuned (tcp_wmem)
+    unless pinned; ACKs and transmit completions reach the sender at its interrupts."""
+
+    packet_bytes: int = MTU
+    offered_bps: float | None = None  # what the application would send; None = as fast as it can
+    window_bytes: float | None = None  # pinned send window; None = autotuned
+    rtt_s: float = 60e-6
+    ramp: Ramp | None = None
+    kind: str = "tcp_tx"
+
+
+@dataclass(frozen=True)
+class Poll:
+    """A poll-mode driver in the guest (DPDK): a busy-polling core takes packets off the ring
+    with its interrupts off, so the VF raises (almost) no interrupts and its ITR changes nothing."""
+
+    packet_bytes: int = MTU
+    offered_bps: float | None = None  # None = line rate
+    ramp: Ramp | None = None
+    kind: str = "poll"
 
 
 @dataclass(frozen=True)
@@ -44,7 +88,7 @@ class Idle:
     kind: str = "idle"
 
 
-Workload = Stream | RequestResponse | Idle
+Workload = Stream | RequestResponse | Idle | Transmit | Poll
 
 
 @dataclass(frozen=True)
@@ -64,6 +108,9 @@ class Vm:
     vcpus: int = 2
     memory_mb: int = 512
     background_cpu: float = 0.02  # CPU seconds per second the guest uses without network work
+    # CPU seconds per second the guest's own application wants beside its network work; the
+    # receive path's interrupts and softirqs run first, the application gets what is left.
+    app_cpu: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -74,6 +121,9 @@ class VfSlot:
     index: int  # VF number on that PF
     guest: str | None
     workloads: tuple[Workload, ...]  # one per phase; a single entry holds for all phases
+    queues: int = 1  # RSS: receive queues, each with its own vector and vCPU
+    incast_group: int | None = None  # VFs of one group burst together
+    guest_agent: bool | None = None  # None: the host's [host] guest_agent
 
 
 @dataclass(frozen=True)
@@ -97,6 +147,13 @@ class HostSpec:
     patched_counters: bool = False
     noise_sigma: float = 0.03  # per-second log-normal jitter of capacity and offered load
     burst_gain: float = 1.5  # offered-load factor while a VF is in a burst
+    # Microbursts: the offered load arrives in bursts this long at this many times its mean
+    # rate, silent between them (0 = smooth arrivals).
+    microburst_s: float = 0.0
+    microburst_gain: float = 1.0
+    # The guests' vCPUs are overcommitted on the host's cores: a vCPU woken for a request may
+    # wait in the host's run queue when the busy vCPUs exceed the cores.
+    overcommit: bool = False
     description: str = ""
     duration_s: float | None = None  # the bench's run length for this scenario (None: its default)
     cpu_ghz: float = 2.6
@@ -123,6 +180,13 @@ class HostSpec:
         for vf in self.vfs:
             if vf.guest is not None and vf.guest not in self.vm_by_name:
                 raise ValueError(f"scenario {self.name}: VF {vf.pf}/{vf.index} names unknown guest {vf.guest!r}")
+
+    def guest_has_agent(self, guest: str) -> bool:
+        """Whether a guest runs the QEMU guest agent: its VFs' own setting, else the host's."""
+        for vf in self.vfs:
+            if vf.guest == guest and vf.guest_agent is not None:
+                return vf.guest_agent
+        return self.guest_agent
 
     def phase_index(self, t: float) -> int:
         if self.cycle_s:
