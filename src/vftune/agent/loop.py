@@ -32,6 +32,8 @@ from vftune.agent.policy import (
     VfPolicy,
     VfPolicyFactory,
 )
+from vftune.agent.pollmode import REASON as POLL_MODE_REASON
+from vftune.agent.pollmode import PollModeWatch
 from vftune.agent.recording import SampleRecorder
 from vftune.agent.sampling import RateDeriver
 from vftune.hostdriver.base import HostDriver, HostError
@@ -105,6 +107,7 @@ class VfState:
     last_decision: str | None = None
     rule: VfRule = NO_RULE  # what the config file's rules say about this VF
     totals: dict[str, float] = field(default_factory=dict)  # model.VF_TOTALS since start
+    poll_mode: bool = False  # a poll-mode driver runs it in the guest (pollmode.py): left alone
 
 
 @dataclass
@@ -153,6 +156,8 @@ def _vf_state(st: VfState | None) -> str:
         return "adaptive"
     if st.rule.state is not None:
         return st.rule.state
+    if st.poll_mode:
+        return "excluded"
     if st.policy.startswith("fixed"):
         return "pinned"
     phase = st.policy_state.get("phase")
@@ -181,6 +186,7 @@ class Agent:
         self._vf_policy_factory = vf_policy
         self._pf_controller_factory = pf_controller
         self._deriver = RateDeriver()
+        self._poll_mode = PollModeWatch()
         self._policies: dict[str, VfPolicy] = {}
         self._controllers: dict[str, PfController] = {}
         self.vfs: dict[str, VfState] = {}
@@ -406,7 +412,10 @@ class Agent:
         vf_samples = [s if (st := self.vfs.get(s.pci)) is None or st.pending_itr is None
                       else replace(s, itr_pending=st.pending_itr) for s in vf_samples]
         now = self.wall(snap.time)
+        self._poll_mode.update(snap)
         for s in vf_samples:
+            if self._poll_mode_step(s.pci, now, decisions):
+                continue
             decision = self._policies[s.pci].step(s)
             if decision is not None:
                 applied_itr = self._apply_itr(s.pci, decision, now)
@@ -425,7 +434,8 @@ class Agent:
                 st = self.vfs.get(s.pci)
                 if st is not None:
                     st.sample = s
-                    st.policy_state = self._policies[s.pci].state()
+                    if not st.poll_mode:
+                        st.policy_state = self._policies[s.pci].state()
                     _add_totals(st.totals, s)
             for p in pf_samples:
                 if p.pf in self.pfs:
@@ -448,6 +458,26 @@ class Agent:
                 self.store.record_decisions(decisions)
             if self._due(self.config.maintain_every_s):
                 self.store.maintain(now)
+
+    def _poll_mode_step(self, pci: str, now: float, decisions: list[Decision]) -> bool:
+        """True while the VF runs a poll-mode driver: its own rate is handed back once, and its
+        policy starts afresh when interrupts return."""
+        st = self.vfs.get(pci)
+        if st is None:
+            return False
+        poll = pci in self._poll_mode.confirmed and st.rule.state is None
+        if poll and not st.poll_mode:
+            log.info("%s: %s", pci, POLL_MODE_REASON)
+            if st.itr != 0:
+                handed = self._apply_itr(pci, ItrDecision(0, POLL_MODE_REASON), now)
+                if handed is not None:
+                    decisions.append(handed)
+        elif st.poll_mode and not poll:
+            self._policies[pci] = self._new_policy(pci, st.rule)
+        st.poll_mode = poll
+        if poll:
+            st.policy_state = {"phase": "poll-mode", "reason": POLL_MODE_REASON}
+        return poll
 
     def _due(self, every_s: float) -> bool:
         """Whether this tick is one of every `every_s` seconds' worth (counted in ticks, so a
