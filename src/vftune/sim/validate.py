@@ -38,11 +38,12 @@ from vftune.itr import frame_bytes
 from vftune.sim.costs import APP_CALL_PACKETS, GEIST_P4, JIFFY_S, cpu_costs
 from vftune.sim.engine import HostSim
 from vftune.sim.model import Platform, VfInput, vf_rates
+from vftune.sim.nic import I82599, PRO1000
 from vftune.sim.pfmode import STOCK_BUDGET, HostRx, host_rx, salah_cliff
 from vftune.sim.workload import HostTraffic, RequestResponse, Stream
 
 GEIST_DELAYS = (10, 20, 40, 80, 160, 320, 480, 640, 800, 960, 1280, 1600, 2000, 2560, 3200)
-GEIST_UNIT_S = 1.024e-6
+GEIST_UNIT_S = PRO1000.step_us * 1e-6
 GEIST_RTT_S = 60e-6
 GEIST_PLATFORM = Platform(line_rate_bps=1e9, timer="absolute", ring=256, napi=False, gro=False,
                           stack=GEIST_P4, irq_exit_s=0.0, host_irq_s=0.0, tcp_window_max=174_760 * 0.75)
@@ -228,7 +229,7 @@ def wu_wang_rows() -> list[Row]:
     from vftune.sim.sweep import default_grid
 
     rows: list[Row] = []
-    grid = default_grid()
+    grid = default_grid(nic=I82599)
     sim = _wu_wang_sim(3, 1500)
     curve = [(itr, _host_figures(sim, [itr] * 3)[0]) for itr in grid]
     top = max(v for _, v in curve)
