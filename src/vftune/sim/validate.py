@@ -360,9 +360,10 @@ WHY_FAIL = {
     "above the cliff (2x)": "DE takes the packets DMA'd during a busy period in the same handler; with evenly "
     "spaced packets at 2x the cliff (184 kpps, 5.4 us apart) a busy period holds three, so the kernel (1.9 us per "
     "packet, 7.2 us per interrupt at 3.2 GHz) leaves the application a fifth of the core and DE does not collapse. "
-    "The sample sits 0.4% above 183 kpps, where busy periods grow from two packets to three; just below it the "
-    "kernel takes the whole core and DE delivers almost nothing, so here the verdict turns on arrival jitter the "
-    "paper does not quantify",
+    "The sample sits 0.4% above 183 kpps, where busy periods grow from two packets to three: just below it "
+    "exactly even spacing lets the kernel take the whole core, but with any jitter in the gaps busy periods hold "
+    "two or three packets, and at an even mix the application still gets an eighth of the core (69 kpps); "
+    "Geist-scaled costs do not livelock DE at 2x the cliff",
     "cliff matches r/2": "the closed form stretches each packet by (1 + lambda/r), a first-order queueing "
     "approximation; the model, one interrupt per packet until the gaps close, gives 1/(1/mu + 1/r): they differ "
     "by a third at these costs (the published 100 kpps sits between, nearer the model)",
