@@ -6,9 +6,10 @@ import pytest
 
 from vftune.bench.oracle import oracle_itr, oracle_plan
 from vftune.itr import LINE_RATE_BPS, quantize_itr
+from vftune.sim.costs import HOST
 from vftune.sim.engine import HostSim
 from vftune.sim.model import Platform, VfInput, line_payload_Bps, vf_rates
-from vftune.sim.pfmode import cliff_pps, host_rx
+from vftune.sim.pfmode import cliff_pps, host_rx, kernel_packet_s
 from vftune.sim.scenarios import SCENARIOS, build
 from vftune.sim.sweep import default_grid, hardware_rates, sweep
 from vftune.sim.workload import HostTraffic, RequestResponse, Stream
@@ -174,10 +175,20 @@ def test_de_is_best_below_the_cliff_and_napi_with_small_budget_above() -> None:
     assert de_high.delivered_pps < 0.5 * cliff < napi_high.delivered_pps  # DE degrades, NAPI-2 feeds the app
     stock = host_rx(load, high, "napi", 64, float("inf"))
     assert stock.delivered_pps < napi_high.delivered_pps
-    # Evenly spaced packets (a generator, as Salah & Qahtan used): DE collapses past the cliff.
+    # Evenly spaced packets (a generator, as Salah & Qahtan used): one interrupt per packet up to
+    # the cliff; once packet + interrupt work outlast the gap, the next packet lands inside the
+    # busy period and one interrupt takes two: the interrupt rate halves, the kernel idles again.
     even = HostTraffic(pps=0, packet_bytes=64, constant_rate=True)
     even_cliff = cliff_pps(even, rx_usecs=0)
-    assert host_rx(even, 1.5 * even_cliff, "de", 64, float("inf")).delivered_pps < 0.05 * even_cliff
+    at = host_rx(even, even_cliff, "de", 64, float("inf"))
+    assert at.interrupts_per_s == pytest.approx(even_cliff) and at.delivered_pps == pytest.approx(even_cliff, rel=0.002)
+    per_packet, per_interrupt = kernel_packet_s(even), HOST.per_interrupt_s
+    edge = 1.0 / (per_packet + per_interrupt)  # packet + interrupt work fill the gap
+    squeezed = host_rx(even, 0.99 * edge, "de", 64, float("inf"))
+    assert squeezed.delivered_pps < 0.2 * even_cliff  # just short of it the kernel takes the core
+    past = host_rx(even, 1.01 * edge, "de", 64, float("inf"))
+    assert past.interrupts_per_s == pytest.approx(1.01 * edge / 2)
+    assert past.kernel_cpu < 0.8 and past.delivered_pps > even_cliff
 
 
 def test_oracle_follows_the_phases() -> None:

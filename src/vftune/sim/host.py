@@ -6,10 +6,11 @@ speed=float("inf") never waits (benchmarks). A sleep ends early when stop() is c
 `stop_event` given at construction is set; the clock then stands where the model got to.
 
 Actuators answer with Applied read back from the model: for an ITR, `old` is the previous
-setting (0 = the guest's adaptive ITR) and `applied` the rate the 82599 delivers for the request
-(whole 2.048 us steps). A request the host cannot take (an unknown VF or PF, an ITR outside
-956..488281, an unknown rx mode) does not raise: it returns Applied(ok=False, error=<one line
-naming the value>) and changes nothing, so the agent can record the failed decision. The
+setting (0 = the guest's adaptive ITR) and `applied` the rate the NIC delivers for the request
+(whole interval steps, 2.048 us on the 82599). A request the host cannot take (an unknown VF or
+PF, an ITR outside the NIC profile's range (sim/nic.py; 956..488281 on the 82599), an unknown rx
+mode) does not raise: it returns Applied(ok=False, error=<one line naming the value>) and changes
+nothing, so the agent can record the failed decision. The
 simulated driver pair is the patched one: per-VF ITR, DE/NAPI/hybrid and NAPI budget on the PF.
 The PF's own rx-usecs stays at ixgbe's adaptive default: vftune never writes it.
 """
@@ -22,13 +23,7 @@ from dataclasses import dataclass
 
 from vftune.agent.hybrid import NAPI_BUDGET
 from vftune.hostdriver.base import HostDriver, WriteJournal, drops_scope
-from vftune.itr import (
-    ITR_MAX_RATE,
-    ITR_MIN_RATE,
-    MAX_VFS_PER_PF,
-    PF_DEVICE_ID_SFP,
-    quantize_itr,
-)
+from vftune.itr import MAX_VFS_PER_PF, PF_DEVICE_ID_SFP
 from vftune.model import (
     RX_MODES,
     Applied,
@@ -45,6 +40,7 @@ from vftune.model import (
 )
 from vftune.sim.engine import COUNTER_REFRESH_S, GSTATS_MIN_INTERVAL_S, HostSim
 from vftune.sim.layout import PF_DRIVER, pf_name, pf_pci, vf_pci
+from vftune.sim.nic import nic_profile
 from vftune.sim.scenarios import build
 from vftune.sim.workload import Poll
 
@@ -89,6 +85,7 @@ class SimHost(HostDriver):
         self.scenario, self.seed, self.speed = scenario, seed, speed
         self.spec = build(scenario, seed)  # ValueError naming valid scenarios when unknown
         self.sim = HostSim(self.spec, seed, step=step, patched_counters=patched_counters)
+        self.nic = nic_profile(self.spec.nic)
         self.ethtool_refresh = ethtool_refresh
         self._stop = stop_event if stop_event is not None else threading.Event()
         self._lock = threading.RLock()
@@ -118,7 +115,7 @@ class SimHost(HostDriver):
 
     def capabilities(self) -> Capabilities:
         return Capabilities(
-            backend="sim", itr_min=ITR_MIN_RATE, itr_max=ITR_MAX_RATE, vf_itr=True, vf_itr_bounds=True,
+            backend="sim", itr_min=self.nic.itr_min, itr_max=self.nic.itr_max, vf_itr=True, vf_itr_bounds=True,
             rx_modes=RX_MODES,
             napi_budget=True,
             counter_refresh_s=0.0 if self.sim.patched_counters else (
@@ -223,11 +220,12 @@ class SimHost(HostDriver):
                 return Applied(vf_pci, "itr", itr, None, None, ok=False, error=f"unknown VF {vf_pci}")
             state = self.sim.vfs[index]
             old = state.host_request
-            if itr != 0 and not ITR_MIN_RATE <= itr <= ITR_MAX_RATE:
+            low, high = self.nic.itr_min, self.nic.itr_max
+            if itr != 0 and not low <= itr <= high:
                 return Applied(vf_pci, "itr", itr, old, old, ok=False,
-                               error=f"{vf_pci}: ITR {itr} outside {ITR_MIN_RATE}..{ITR_MAX_RATE} interrupts/s (0 = adaptive)")
+                               error=f"{vf_pci}: ITR {itr} outside {low}..{high} interrupts/s (0 = adaptive)")
             self._journal.remember(vf_pci, "itr", ItrWrite(vf_pci, old))
-            state.host_request = quantize_itr(itr) if itr else 0
+            state.host_request = self.nic.quantize(itr) if itr else 0
             state.host_written = self.sim.t
             if self.sim.fetch_s <= 0:
                 state.fetch()
@@ -257,13 +255,15 @@ class SimHost(HostDriver):
                 return Applied(vf_pci, "itr_bounds", requested, None, None, ok=False, error=f"unknown VF {vf_pci}")
             state = self.sim.vfs[index]
             old = "{}..{}".format(*state.host_bounds)
-            bad = [r for r in (min_itr, max_itr) if r != 0 and not ITR_MIN_RATE <= r <= ITR_MAX_RATE]
+            low, high = self.nic.itr_min, self.nic.itr_max
+            bad = [r for r in (min_itr, max_itr) if r != 0 and not low <= r <= high]
             if bad or (min_itr and max_itr and min_itr > max_itr):
                 return Applied(vf_pci, "itr_bounds", requested, old, old, ok=False,
-                               error=f"{vf_pci}: ITR bounds {requested} not within {ITR_MIN_RATE}..{ITR_MAX_RATE} "
+                               error=f"{vf_pci}: ITR bounds {requested} not within {low}..{high} "
                                "interrupts/s with min <= max (0 = open)")
             self._journal.remember(vf_pci, "itr_bounds", BoundsWrite(vf_pci, state.host_bounds))
-            state.host_bounds = (quantize_itr(min_itr) if min_itr else 0, quantize_itr(max_itr) if max_itr else 0)
+            quantize = self.nic.quantize
+            state.host_bounds = (quantize(min_itr) if min_itr else 0, quantize(max_itr) if max_itr else 0)
             state.host_written = self.sim.t
             if self.sim.fetch_s <= 0:
                 state.fetch()

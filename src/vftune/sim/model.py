@@ -98,6 +98,9 @@ class Platform:
     irq_exit_s: float = EXITS_PER_INTERRUPT * cycles_s(EXIT_CYCLES, 2.6)
     host_irq_s: float = cycles_s(HOST_IRQ_CYCLES, 2.6)
     tcp_window_max: float = 6_291_456 * ADV_WIN_FRACTION
+    # The sending host's CPU costs when the testbed's sender is a host like this one, with the same
+    # NIC settings (sender_bound_pps); None: the far end is not CPU-bound, the workload's rate holds.
+    sender: Costs | None = None
 
     @property
     def per_interrupt_s(self) -> float:
@@ -228,6 +231,24 @@ def cpu_bound_events(capacity: float, per_event_s: float, per_interrupt_s: float
     return 2.0 * capacity / (b + math.sqrt(disc))
 
 
+def sender_bound_pps(packet_bytes: float, acked: bool, itr: float, sender: Costs) -> float:
+    """Packets/s one sending host's CPU sustains (netperf on a host like the receiver, one CPU).
+
+    Per packet it pays the receiver's per-byte and per-packet costs on the way out (the copy from
+    the application and the protocol and driver work: the transmit path does the same work per
+    byte and per packet as the receive path it mirrors, an assumption, not a fit); a UDP sender
+    one send call per datagram (APP_CALL_PACKETS, as the receiver's recvmsg); a TCP sender the
+    receive path of one ACK per two segments. Its NIC raises an interrupt per timer interval that
+    saw a transmit completion or an ACK, at the receiver's setting (`fired`, no NAPI: e1000 of
+    the Pro/1000 era). The bound is the rate where that work fills the CPU (cpu_bound_events).
+    """
+    acks = 0.5 if acked else 0.0
+    calls = 0.0 if acked else APP_CALL_PACKETS
+    per_packet = sender.per_byte_s * packet_bytes + sender.per_packet_s * (1.0 + acks + calls)
+    events = 1.0 + acks  # completions and ACKs per packet sent
+    return cpu_bound_events(1.0, per_packet / events, sender.per_interrupt_s, itr) / events
+
+
 def line_payload_Bps(packet_bytes: float, line_rate_bps: float = LINE_RATE_BPS) -> float:
     """IP bytes/s one port carries at line rate with packets of this size."""
     return line_rate_bps / 8.0 * packet_bytes / wire_bytes(packet_bytes)
@@ -255,6 +276,8 @@ def _stream(w: Stream, vf: VfInput, plat: Platform, link_wire_bps: float) -> VfR
     # The remote sender's jitter and bursts reach every flow (a burst is clipped by the link).
     base = w.offered_bps / 8.0 if w.offered_bps is not None else line
     sender = base * vf.load_factor
+    if plat.sender is not None:  # the sending host's own CPU
+        sender = min(sender, sender_bound_pps(s, w.acked, itr, plat.sender) * s)
     link = link_wire_bps / 8.0 * s / wire_bytes(s)  # what the port leaves this VF
     ring = ring_pps(plat, vf) * s
     cap = vf.capacity

@@ -18,6 +18,7 @@ The cliff is the rate where DE's kernel plus application work fills the core.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from vftune.sim.costs import HOST, Costs
@@ -54,19 +55,14 @@ def host_rx(load: HostTraffic, arrivals_pps: float, mode: str, budget: int, itr_
     if lam <= 0.0:
         return HostRx(0.0, 0.0, 0.0, 0.0)
     per_packet = kernel_packet_s(load, costs) * (NAPI_OVERHEAD if mode == "napi" else 1.0)
-    # A busy period starts with the one interrupt of an arrival that finds the kernel idle:
-    # interrupts = lam * (1 - U) with U = lam * per_packet + interrupts * per_interrupt, solved.
-    # With constant spacing (a traffic generator) every packet finds the kernel idle until
-    # packet + interrupt work fills the gap between two packets. Past that, a busy period
-    # ends as soon as the kernel catches up, and the next packet interrupts again: the
-    # interrupt work exactly fills the gaps, (1 - lam*per_packet) / per_interrupt interrupts/s,
-    # and the kernel is never idle: the application starves.
+    # A busy period starts with the one interrupt of an arrival that finds the kernel idle.
+    # Poisson arrivals (jittered: any gap is possible) find it idle with probability 1 - U
+    # (PASTA): interrupts = lam * (1 - U) with U = lam * per_packet + interrupts * per_interrupt,
+    # solved. Evenly spaced arrivals (a generator's constant intervals) are counted exactly
+    # (evenly_spaced_busy_packets).
     per_int = costs.per_interrupt_s
     if load.constant_rate:
-        if lam * (per_packet + per_int) <= CORE:
-            interrupts = min(lam, itr_cap)
-        else:
-            interrupts = min(max(0.0, (CORE - lam * per_packet) / per_int), itr_cap)
+        interrupts = min(lam / evenly_spaced_busy_packets(lam, per_packet, per_int), itr_cap)
     else:
         busy = min(1.0, lam * (per_packet + per_int) / (CORE + lam * per_int))
         interrupts = min(lam * (1.0 - busy), itr_cap)
@@ -79,6 +75,25 @@ def host_rx(load: HostTraffic, arrivals_pps: float, mode: str, budget: int, itr_
     return HostRx(delivered, kernel_cpu, delivered * load.app_packet_s, interrupts)
 
 
+def evenly_spaced_busy_packets(lam: float, per_packet: float, per_interrupt: float) -> float:
+    """Packets one DE busy period takes when they arrive evenly spaced, g = 1/lam apart.
+
+    The period opens with the interrupt of a packet that finds the kernel idle and lasts
+    per_interrupt + n * per_packet; the driver takes every packet DMA'd meanwhile in the same
+    handler, without a new interrupt (Salah & Qahtan, section 4.1: bcm5700_interrupt checks the
+    status register again before returning). Packet k (k = 0, 1, ...) arrives at k*g and joins
+    while k*g < per_interrupt + k*per_packet, so n = floor(per_interrupt / (g - per_packet)) + 1:
+    one packet per interrupt while packet and interrupt work fit in a gap, then 2, 3, ... each
+    time the gap shrinks past per_interrupt / k + per_packet (the drops in their interrupt rate,
+    Figure 7(e)). Between busy periods the kernel is idle and the application runs; only when
+    packet work alone fills the gaps (g <= per_packet) does a busy period never end.
+    """
+    gap = 1.0 / lam
+    if gap <= per_packet:
+        return float("inf")
+    return float(math.floor(per_interrupt / (gap - per_packet)) + 1)
+
+
 def pf_itr_cap(rx_usecs: int, rate_pps: float) -> float:
     """Interrupt ceiling of the PF's own vectors for an rx-usecs setting (1 = ixgbe adaptive)."""
     if rx_usecs == 0:
@@ -89,19 +104,34 @@ def pf_itr_cap(rx_usecs: int, rate_pps: float) -> float:
     return 1e6 / rx_usecs
 
 
-def cliff_pps(load: HostTraffic, rx_usecs: int = 1, costs: Costs = HOST) -> float:
-    """Rate where DE saturates the core (kernel + application) with this PF coalescing,
-    by bisection on the model."""
-    per_packet = kernel_packet_s(load, costs) + load.app_packet_s
-    low, high = 0.0, CORE / per_packet
-    for _ in range(50):
-        mid = (low + high) / 2
-        rx = host_rx(load, mid, "de", STOCK_BUDGET, pf_itr_cap(rx_usecs, mid), costs)
-        if rx.delivered_pps >= mid * 0.999:
-            low = mid
-        else:
-            high = mid
+def first_shortfall(delivers: Callable[[float], bool], high: float, step: float = 1.01) -> float:
+    """The lowest rate (up to `high`) at which `delivers(rate)` first turns False.
+
+    Delivery need not fall monotonically: with evenly spaced arrivals DE saturates, then takes
+    two packets per interrupt and delivers in full again (evenly_spaced_busy_packets), so a
+    bisection over the whole range could land on a later edge. Rates rise `step` apart from
+    high / 1e4 to the first shortfall, then bisection inside that one step."""
+    low = high / 1e4
+    if not delivers(low):
+        return low
+    rate = low * step
+    while rate < high and delivers(rate):
+        low, rate = rate, rate * step
+    bad = min(rate, high)
+    for _ in range(30):
+        mid = (low + bad) / 2
+        low, bad = (mid, bad) if delivers(mid) else (low, mid)
     return low
+
+
+def cliff_pps(load: HostTraffic, rx_usecs: int = 1, costs: Costs = HOST) -> float:
+    """Rate where DE first saturates the core (kernel + application) with this PF coalescing."""
+    per_packet = kernel_packet_s(load, costs) + load.app_packet_s
+
+    def delivers(rate: float) -> bool:
+        return host_rx(load, rate, "de", STOCK_BUDGET, pf_itr_cap(rx_usecs, rate), costs).delivered_pps >= rate * 0.999
+
+    return first_shortfall(delivers, CORE / per_packet)
 
 
 def salah_cliff(per_packet_s: float, per_interrupt_s: float) -> float:

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from vftune.itr import ITR_MAX_RATE, ITR_MIN_RATE, ITR_STEP_US, quantize_itr
 from vftune.sim.engine import HostRates, HostSim
 from vftune.sim.layout import vf_pci
 from vftune.sim.model import VfRates
+from vftune.sim.nic import I82599, NicProfile, nic_profile
 from vftune.sim.scenarios import build
 from vftune.sim.workload import HostSpec, Poll, RequestResponse, Stream, Transmit, Workload
 
@@ -23,15 +23,16 @@ GRID_RATIO = 1.04  # neighbouring grid points 4% apart: the peak is found within
 TIE_TOLERANCE = 0.001
 
 
-def hardware_rates() -> list[int]:
-    """Every rate the 82599 can deliver: 1..511 steps of 2.048 us, ascending."""
-    return sorted({quantize_itr(1e6 / (steps * ITR_STEP_US)) for steps in range(1, 512)})
+def hardware_rates(nic: NicProfile = I82599) -> list[int]:
+    """Every rate the NIC can deliver over its profile's range (sim/nic.py), ascending: for the
+    82599 1..511 steps of 2.048 us."""
+    return nic.hardware_rates()
 
 
-def default_grid(ratio: float = GRID_RATIO) -> list[int]:
-    """Deliverable ITRs over the hardware range, neighbours `ratio` apart where the hardware
+def default_grid(ratio: float = GRID_RATIO, nic: NicProfile = I82599) -> list[int]:
+    """Deliverable ITRs over the NIC's range, neighbours `ratio` apart where the hardware
     allows it and every hardware step at the top, where steps are coarser than that."""
-    rates = hardware_rates()
+    rates = hardware_rates(nic)
     grid = [rates[0]]
     for i, rate in enumerate(rates[1:], start=1):
         # Keep the last step still within `ratio` of the previous point (or the next step).
@@ -97,10 +98,11 @@ def sweep(scenario: str, itrs: list[int] | None = None, seed: int = 0, t: float 
     the lowest ITR within 0.1% of the best goodput.
     """
     spec = build(scenario, seed)
-    grid = sorted({quantize_itr(i) for i in itrs}) if itrs else default_grid()
+    nic = nic_profile(spec.nic)
     for itr in itrs or ():
-        if not ITR_MIN_RATE <= itr <= ITR_MAX_RATE:
-            raise ValueError(f"ITR {itr} outside {ITR_MIN_RATE}..{ITR_MAX_RATE} interrupts/s")
+        if not nic.itr_min <= itr <= nic.itr_max:
+            raise ValueError(f"ITR {itr} outside {nic.itr_min}..{nic.itr_max} interrupts/s ({nic.name})")
+    grid = sorted({nic.quantize(i) for i in itrs}) if itrs else default_grid(nic=nic)
     sim = HostSim(spec, seed, noise=False)
     tunable = tunable_vfs(spec)
     phase = spec.phase_index(t)
