@@ -38,7 +38,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from vftune.bench.oracle import OraclePhase, OraclePlan, OracleVf, candidates, vf_merit
+from vftune.bench.oracle import LEFT_ALONE, OraclePhase, OraclePlan, OracleVf, candidates, vf_merit
 from vftune.bench.scores import MIN_RATIO  # a VF that gets nothing scores this, not log(0)
 from vftune.bench.targets import GEOMEAN_SCORE, MIN_SCORE
 from vftune.sim.engine import HostRates, HostSim
@@ -251,7 +251,7 @@ def frontier(oracle: OraclePlan, max_delay_us: float | None = None) -> Frontier:
         starts.append(start)
         weights.append((end - start) if end is not None else OPEN_PHASE_S)
         busys.append({i: (phase.vfs[pci_of[i]].kind, phase.vfs[pci_of[i]].merit) for i in tunable
-                      if phase.vfs[pci_of[i]].kind != "idle" and phase.vfs[pci_of[i]].merit > 0})
+                      if phase.vfs[pci_of[i]].kind not in LEFT_ALONE and phase.vfs[pci_of[i]].merit > 0})
         itrs = [sim.vfs[i].itr for i in range(len(spec.vfs))]
         for i in tunable:
             itrs[i] = phase.vfs[pci_of[i]].itr
@@ -281,7 +281,7 @@ def frontier(oracle: OraclePlan, max_delay_us: float | None = None) -> Frontier:
     for phase, result in zip(oracle.phases, results):
         vfs = {pci_of[i]: OracleVf(result.itrs[i], phase.vfs[pci_of[i]].kind, *result.vfs[i]) for i in tunable}
         plan_phases.append(OraclePhase(phase.start_s, phase.end_s, phase.label, vfs, phase.rounds, phase.converged))
-    plan = OraclePlan(scenario, seed, "frontier", oracle.cycle_s, tuple(plan_phases))
+    plan = OraclePlan(scenario, seed, "frontier", oracle.cycle_s, tuple(plan_phases), oracle.duration_s)
     per_gbit = 1e9
     return Frontier(plan, cpu / bits * per_gbit if bits else math.nan,
                     o_cpu / o_bits * per_gbit if o_bits else math.nan,

@@ -22,9 +22,10 @@ from typing import Any
 
 from vftune.agent.loop import Agent, AgentConfig
 from vftune.agent.policy import StockMode, VfPolicy, VfPolicyFactory
+from vftune.bench import random_hosts
 from vftune.bench.frontier import frontier
 from vftune.bench.groundtruth import GUEST_STEP_S, MeasuredSim
-from vftune.bench.oracle import OraclePlan, oracle_plan
+from vftune.bench.oracle import OraclePlan, oracle_plan, run_duration
 from vftune.bench.registry import (
     FIXED,
     GUEST,
@@ -52,24 +53,38 @@ from vftune.sim.layout import vf_pci
 from vftune.sim.scenarios import SCENARIOS, build, get_scenario
 from vftune.sim.sweep import tunable_vfs
 
-STATIONARY_S = 600.0  # 10 simulated minutes: a cold search, a steady state, for half the VFs a periodic restart
-CYCLES = 2  # phased scenarios: every phase twice, so the first phase's return is a phase change too
 TICK_S = AgentConfig().interval  # the agent's own tick: each snapshot reads fresh counters (the PF's ethtool statistics)
 REFERENCES = ("default", ORACLE)  # always run: every score is taken against them
+# Wu & Wang's one experiment at 15 sizes (paper-Nvm, paper-3vm-512 its N = 3) ties every policy
+# at every size: the default set keeps one size per band, the others stay selectable by name.
+PAPER_SIZES = (1, 3, 8, 15)
 QUICK_SCENARIOS = ("paper-3vm", "rr-mix", "saturated-rr-bulk", "steps-10s")
 QUICK_DURATION_S = 300.0
 
 Progress = Callable[[str, int, int], None]  # (stage, done, total)
 
 
+def _paper_size(name: str) -> int | None:
+    """N for a size of Wu & Wang's 512-byte experiment (paper-Nvm, paper-3vm-512), else None
+    (paper-3vm is their 15000-byte case: another experiment)."""
+    if name == "paper-3vm-512":
+        return 3
+    if name.startswith("paper-") and name.endswith("vm") and name[6:-2].isdigit() and name != "paper-3vm":
+        return int(name[6:-2])
+    return None
+
+
+def default_scenarios() -> list[str]:
+    """What `vftune bench` runs when no scenario is named: every built-in but the paper sizes
+    between the kept bands."""
+    return [name for name, s in SCENARIOS.items() if s.source == "built-in"
+            and (_paper_size(name) is None or _paper_size(name) in PAPER_SIZES)]
+
+
 def default_duration(scenario: str, seed: int = 0) -> float:
-    spec = build(scenario, seed)
-    if spec.duration_s:
-        return float(spec.duration_s)
-    if spec.cycle_s:
-        return CYCLES * spec.cycle_s
-    # Without a cycle the last phase holds: run it as long as a stationary scenario.
-    return max(p.start_s for p in spec.phases) + STATIONARY_S
+    """The scenario file's duration_s, else CYCLES cycles, else STATIONARY_S past the last
+    phase's start (without a cycle the last phase holds: as long as a stationary scenario)."""
+    return run_duration(build(scenario, seed))
 
 
 def _factory(policy: str, made: dict[str, Recording]) -> VfPolicyFactory:
@@ -108,7 +123,7 @@ def run_pair(scenario: str, policy: str, seed: int = 0, duration: float | None =
     duration = default_duration(scenario, seed) if duration is None else duration
     if not duration >= 2 * TICK_S:
         raise ValueError(f"duration must be at least {2 * TICK_S:g} simulated seconds, got {duration!r}")
-    plan = plan or oracle_plan(scenario, seed)
+    plan = plan or oracle_plan(scenario, seed, duration=duration)
     ticks = int(round(duration / TICK_S))
     segments = phase_segments(plan, ticks * TICK_S)
     host = SimHost(scenario, seed=seed, speed=math.inf)
@@ -218,8 +233,9 @@ def run_pair(scenario: str, policy: str, seed: int = 0, duration: float | None =
 # ---- a whole run ------------------------------------------------------------------------
 
 
-def _plan_task(task: tuple[str, int, str]) -> OraclePlan:
-    return oracle_plan(*task)
+def _plan_task(task: tuple[str, int, str, float | None]) -> OraclePlan:
+    scenario, seed, objective, duration = task
+    return oracle_plan(scenario, seed, objective, duration)
 
 
 def _pair_task(task: tuple[str, str, int, float | None, OraclePlan]) -> PairResult:
@@ -237,20 +253,23 @@ def _cost(scenario: str, seed: int, duration: float | None) -> float:
 
 def run(scenarios: Iterable[str] | None = None, policies: Iterable[str] | None = None,
         seeds: Iterable[int] = (0,), duration: float | None = None, jobs: int | None = None,
-        objective: str = "throughput", progress: Progress | None = None) -> list[PairResult]:
-    """Every scenario x policy x seed; each scored against its seed's oracle and default runs."""
-    scenarios = list(dict.fromkeys(scenarios or SCENARIOS))
+        objective: str = "throughput", progress: Progress | None = None, random: int = 0) -> list[PairResult]:
+    """Every scenario x policy x seed, and `random` random hosts per seed (each on its own seed);
+    each scored against its seed's oracle and default runs. No scenario named: the default set."""
     policies = list(dict.fromkeys(policies or POLICIES))
     seeds = list(dict.fromkeys(seeds))
+    scenarios = list(dict.fromkeys(scenarios or default_scenarios()))
     for name in scenarios:
         get_scenario(name)
     for name in policies:
         check_policy(name)
+    drawn = {seed: random_hosts.register(seed, random) for seed in seeds}
     # In the registry's order, a tuner with a margin after the named ones; the oracle last.
     wanted = [p for p in POLICIES if (p in policies or p in REFERENCES) and p != ORACLE]
     wanted += [p for p in policies if p not in POLICIES] + [ORACLE]
-    order = sorted(((s, seed) for s in scenarios for seed in seeds), key=lambda k: -_cost(k[0], k[1], duration))
-    plan_tasks = [(s, seed, objective) for s, seed in order]
+    keys = [(s, seed) for s in scenarios for seed in seeds] + [(s, seed) for seed in seeds for s in drawn[seed]]
+    order = sorted(keys, key=lambda k: -_cost(k[0], k[1], duration))
+    plan_tasks = [(s, seed, objective, duration or default_duration(s, seed)) for s, seed in order]
     jobs = max(1, min(jobs or os.cpu_count() or 1, len(plan_tasks) * len(wanted)))
     report = progress or (lambda stage, done, total: None)
 
@@ -274,7 +293,7 @@ def run(scenarios: Iterable[str] | None = None, policies: Iterable[str] | None =
         with multiprocessing.get_context("fork").Pool(jobs) as pool:
             results = go(pool)
     score(results)
-    rank = {name: i for i, name in enumerate(scenarios)}
+    rank = {name: i for i, name in enumerate(scenarios + [s for seed in seeds for s in drawn[seed]])}
     prank = {name: i for i, name in enumerate(wanted)}
     results.sort(key=lambda r: (rank[r.scenario], prank[r.policy], r.seed))
     return [r for r in results if r.policy in policies]

@@ -57,7 +57,8 @@ from vftune.agent.policy import VfPolicy
 from vftune.agent.tuner import SearchTuner
 from vftune.bench.groundtruth import Tally
 from vftune.bench.oracle import EFFICIENCY_MARGIN, OraclePlan, geomean
-from vftune.bench.registry import ORACLE
+from vftune.bench.random_hosts import FAMILIES, family
+from vftune.bench.registry import FRONTIER, ORACLE
 from vftune.model import ItrDecision, VfSample
 
 IDLE_BPS = 1e6  # below this average a VF is idle in a phase
@@ -175,6 +176,8 @@ class Cell:
 
 MIN_RATIO = 1e-6  # a VF that got nothing scores this, not log(0)
 ORACLE_SLACK = 0.01  # a policy above the oracle by more than this (run noise) shows it is wrong
+# The oracle is a per-VF bound: no VF of any policy scores above its oracle by more than this.
+ORACLE_VF_SLACK = 0.02
 SCORES = ("throughput_ratio", "vf_geomean", "vf_min", "cpu", "cpu_per_gbps_vs_default", "vf_cpu_per_bit_vs_default",
           "latency_us_mean", "latency_us_p99", "converge_s", "reconverge_s", "changes_per_min", "itr_moves_per_min",
           "interrupts_per_s", "throughput_gbps")
@@ -238,6 +241,7 @@ class PairResult:
     def as_dict(self) -> dict[str, Any]:
         d = {
             "scenario": self.scenario,
+            "family": family(self.scenario),
             "policy": self.policy,
             "seed": self.seed,
             "throughput_ratio": _round(self.throughput_ratio, 4),
@@ -350,7 +354,8 @@ def aggregate(results: list[PairResult]) -> list[dict[str, Any]]:
     rows = []
     for (scenario, policy), rs in groups.items():
         dicts = [r.as_dict() for r in rs]
-        row: dict[str, Any] = {"scenario": scenario, "policy": policy, "seeds": [r.seed for r in rs]}
+        row: dict[str, Any] = {"scenario": scenario, "family": family(scenario), "policy": policy,
+                               "seeds": [r.seed for r in rs]}
         interval: dict[str, list[float] | None] = {}
         for name in SCORES:
             values = [d[name] for d in dicts]
@@ -367,6 +372,35 @@ def aggregate(results: list[PairResult]) -> list[dict[str, Any]]:
         row["ci95"] = interval
         rows.append(row)
     return rows
+
+
+def families(rows: list[dict[str, Any]], beaten: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+    """The headline: per family of scenarios (built-in, random, file) and policy, over the
+    family's aggregated rows: the mean per-VF geomean, the lowest per-VF min (and where), the
+    mean CPU per Gb against the default and against the frontier of the same scenario, and how
+    many VFs scored above their oracle by more than the slack (`beaten`, oracle_beaten's)."""
+    frontier = {r["scenario"]: r for r in rows if r["policy"] == FRONTIER}
+    out = []
+    for name in FAMILIES:
+        mine = [r for r in rows if r["family"] == name]
+        for policy in dict.fromkeys(r["policy"] for r in mine):
+            rs = [r for r in mine if r["policy"] == policy]
+            gm = [r["vf_geomean"] for r in rs if r["vf_geomean"] is not None]
+            lows = [r for r in rs if r["vf_min"] is not None]
+            low = min(lows, key=lambda r: r["vf_min"]) if lows else None
+            cpu = [r["cpu_per_gbps_vs_default"] for r in rs if r["cpu_per_gbps_vs_default"] is not None]
+            vs_frontier = [r["cpu_per_gbps_vs_default"] / f["cpu_per_gbps_vs_default"] for r in rs
+                           if (f := frontier.get(r["scenario"])) is not None and r["cpu_per_gbps_vs_default"]
+                           is not None and f["cpu_per_gbps_vs_default"]]
+            out.append({
+                "family": name, "policy": policy, "scenarios": len(rs),
+                "vf_geomean": round(sum(gm) / len(gm), 4) if gm else None,
+                "vf_min": low["vf_min"] if low else None, "vf_min_scenario": low["scenario"] if low else None,
+                "cpu_per_gbps_vs_default": round(sum(cpu) / len(cpu), 4) if cpu else None,
+                "cpu_per_gbps_vs_frontier": round(sum(vs_frontier) / len(vs_frontier), 4) if vs_frontier else None,
+                "vfs_above_oracle": sum(1 for b in beaten or () if b["family"] == name and b["policy"] == policy),
+            })
+    return out
 
 
 def oracle_warnings(results: list[PairResult], objective: str = "throughput") -> list[str]:
@@ -387,6 +421,34 @@ def oracle_warnings(results: list[PairResult], objective: str = "throughput") ->
             out.append(f"{r.scenario} seed {r.seed}: {r.policy} {' and '.join(above)} > 1 + {slack:g}: "
                        "the oracle is not an upper bound here")
     return list(dict.fromkeys(out))
+
+
+def vf_slack(objective: str) -> float:
+    """How far above its oracle a VF may score before the oracle is no bound for it: the run
+    noise, and under `efficiency` (and `latency`, for bulk VFs) the margin the oracle gives up on
+    purpose."""
+    return ORACLE_VF_SLACK + (EFFICIENCY_MARGIN if objective != "throughput" else 0.0)
+
+
+def oracle_beaten(results: list[PairResult], objective: str = "throughput") -> dict[str, Any]:
+    """The oracle as a per-VF bound: the highest score any VF of any other policy got against it
+    (where), and every VF above it by more than vf_slack (scenario, seed, policy, VF, score)."""
+    slack = vf_slack(objective)
+    worst: tuple[float, str, int, str, str] | None = None
+    beaten: list[dict[str, Any]] = []
+    for r in results:
+        if r.policy == ORACLE:
+            continue
+        for pci, value in r.vf_scores.items():
+            if worst is None or value > worst[0]:
+                worst = (value, r.scenario, r.seed, r.policy, pci)
+            if value > 1.0 + slack:
+                beaten.append({"scenario": r.scenario, "family": family(r.scenario), "seed": r.seed,
+                               "policy": r.policy, "vf": pci, "score": round(value, 4)})
+    beaten.sort(key=lambda b: -b["score"])
+    top = None if worst is None else {"score": round(worst[0], 4), "scenario": worst[1], "seed": worst[2],
+                                      "policy": worst[3], "vf": worst[4]}
+    return {"slack": slack, "worst": top, "beaten": beaten}
 
 
 # From a decision to the VF running it: the patched VF's slow fetch (2 s) and a tick.

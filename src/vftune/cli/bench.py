@@ -8,6 +8,7 @@ from typing import Any
 
 import click
 
+from vftune.bench.random_hosts import MAX_RANDOM
 from vftune.cli.common import Number, fail
 
 
@@ -86,10 +87,14 @@ class _Bar:
 @click.option("--duration", type=Number(), default=None, metavar="SECONDS",
               help="Simulated seconds per pair (default: the scenario's duration_s, else 600, "
                    "or two full cycles for phased scenarios).")
+@click.option("--random", "random_count", type=Number(0, MAX_RANDOM, integer=True), default=0, metavar="N",
+              help="Add N random hosts per seed (drawn from the seed alone: the same seed, the same hosts), "
+                   "each run on its seed and reported as its own family.")
 @click.option("--jobs", type=int, default=None, metavar="N", help="Worker processes (default: one per CPU).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 def command(scenarios: tuple[str, ...], files: tuple[str, ...], policies: tuple[str, ...], seed: int | None,
-            seed_spec: str | None, quick: bool, objective: str, duration: float | None, jobs: int | None, as_json: bool) -> None:
+            seed_spec: str | None, quick: bool, objective: str, duration: float | None, random_count: int,
+            jobs: int | None, as_json: bool) -> None:
     """Per-VF scores against the oracle, CPU, latency, convergence and ITR churn per policy.
 
     Each pair drives the real agent loop against the simulated host (no waiting: simulated
@@ -97,6 +102,7 @@ def command(scenarios: tuple[str, ...], files: tuple[str, ...], policies: tuple[
     """
     from vftune.bench import QUICK_SCENARIOS, aggregate, conflicts, oracle_warnings, run, targets
     from vftune.bench.registry import check_policy
+    from vftune.bench.scores import families, oracle_beaten
     from vftune.cli.sim import register_scenario_files
     from vftune.sim.scenarios import SCENARIOS
 
@@ -129,12 +135,14 @@ def command(scenarios: tuple[str, ...], files: tuple[str, ...], policies: tuple[
     started = time.monotonic()
     with _Bar() as bar:
         results = run(chosen or None, list(dict.fromkeys(policies)) or None, seeds=seeds, duration=duration,
-                      jobs=jobs, objective=objective, progress=bar)
+                      jobs=jobs, objective=objective, progress=bar, random=int(random_count))
     wall = time.monotonic() - started
     rows = aggregate(results)
     verdicts = targets(results)
     warnings = oracle_warnings(results, objective)
     clashes = conflicts(results)
+    bound = oracle_beaten(results, objective)
+    family_rows = families(rows, bound["beaten"])
     if as_json:
         click.echo(json.dumps({
             "seeds": seeds,
@@ -144,10 +152,12 @@ def command(scenarios: tuple[str, ...], files: tuple[str, ...], policies: tuple[
             "runs": [r.as_dict() for r in results],
             "targets": [{"target": t.name, "ok": t.ok, "detail": t.detail} for t in verdicts],
             "oracle_warnings": warnings,
+            "oracle_bound": bound,
+            "families": family_rows,
             "conflicts": clashes,
         }))
         return
-    _print_table(rows, seeds, objective, verdicts, warnings, clashes, len(results), wall)
+    _print_table(rows, seeds, objective, verdicts, warnings, clashes, len(results), wall, bound, family_rows)
 
 
 def _with_interval(row: dict[str, Any], name: str, spec: str) -> str:
@@ -161,7 +171,8 @@ def _with_interval(row: dict[str, Any], name: str, spec: str) -> str:
 
 
 def _print_table(rows: list[dict[str, Any]], seeds: list[int], objective: str, verdicts: list[Any],
-                 warnings: list[str], clashes: list[str], pairs: int, wall: float) -> None:
+                 warnings: list[str], clashes: list[str], pairs: int, wall: float, bound: dict[str, Any],
+                 family_rows: list[dict[str, Any]]) -> None:
     from rich.console import Console
     from rich.table import Table
 
@@ -172,7 +183,11 @@ def _print_table(rows: list[dict[str, Any]], seeds: list[int], objective: str, v
         names = heading in ("scenario", "policy")
         table.add_column(heading, justify="left" if names else "right", no_wrap=names)
     previous = None
+    drawn = 0
     for r in rows:
+        if r["family"] == "random":  # one line each in the JSON; here only in the families' table
+            drawn += 1
+            continue
         table.add_row(
             r["scenario"] if r["scenario"] != previous else "", r["policy"],
             _with_interval(r, "vf_geomean", ".3f"), _with_interval(r, "vf_min", ".3f"),
@@ -183,10 +198,35 @@ def _print_table(rows: list[dict[str, Any]], seeds: list[int], objective: str, v
             style="bold" if r["policy"] == "vftune" else None,
         )
         previous = r["scenario"]
+    heads = Table(title="by family: built-in scenarios and random hosts (--random), each policy over the family")
+    for heading in ("family", "policy", "scenarios", "VF geomean, mean", "VF min, lowest", "CPU/Gb vs default",
+                    "CPU/Gb vs frontier", "VFs > oracle"):
+        names = heading in ("family", "policy")
+        heads.add_column(heading, justify="left" if names else "right", no_wrap=names)
+    previous = None
+    for f in family_rows:
+        low = "-" if f["vf_min"] is None else f"{f['vf_min']:.3f} ({f['vf_min_scenario']})"
+        heads.add_row(f["family"] if f["family"] != previous else "", f["policy"], str(f["scenarios"]),
+                      _fmt(f["vf_geomean"], ".3f"), low, _fmt(f["cpu_per_gbps_vs_default"], ".2f"),
+                      _fmt(f["cpu_per_gbps_vs_frontier"], ".2f"),
+                      f"[bold red]{f['vfs_above_oracle']}[/]" if f["vfs_above_oracle"] else "0",
+                      style="bold" if f["policy"] == "vftune" else None)
+        previous = f["family"]
     console = Console()
     if not console.is_terminal:
         console = Console(width=170)  # a file or a pipe: keep each row on one line
     console.print(table)
+    if drawn:
+        console.print(f"{drawn} rows of random hosts: in the JSON (results[], family \"random\")")
+    console.print(heads)
+    worst = bound["worst"]
+    if worst is not None:
+        console.print(f"oracle as a per-VF bound: the highest VF score of any policy {worst['score']:.4f} "
+                      f"({worst['policy']}, {worst['scenario']} seed {worst['seed']}, VF {worst['vf']}); "
+                      f"{len(bound['beaten'])} VF-runs above 1 + {bound['slack']:g}")
+    for b in bound["beaten"]:
+        console.print(f"[bold red]ORACLE BEATEN[/]: {b['scenario']} seed {b['seed']}: {b['policy']} VF {b['vf']} "
+                      f"scores {b['score']:.4f} of its oracle (> 1 + {bound['slack']:g}): the oracle is no bound here")
     console.print("VF geomean / min: each VF's throughput (request/response: response time) against its own "
                   "oracle's; converge/reconverge: seconds until the worst VF's ITR then held 60 s "
                   "('-' = never in some seed, or no phase change); paper: Wu & Wang as printed, not a headline peer; "
