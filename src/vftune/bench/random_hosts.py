@@ -77,7 +77,7 @@ HOST: tuple[Key, ...] = (
 )
 NOISE: tuple[Key, ...] = (
     Key("sigma", (0.0, 0.03, 0.1, 0.3)), Key("burst", (1.0, 1.5, 4.0)),
-    Key("microburst_ms", (1, 5, 20), 0.25), Key("microburst_gain", (2.0, 4.0, 8.0), 0.25),
+    Key("microburst_ms", (1, 5, 20), 0.25), Key("microburst_gain", (2.0, 4.0, 8.0)),
 )
 GUEST: tuple[Key, ...] = (Key("vcpus", (1, 2, 4)), Key("app_cpu", (0.2, 0.5, 0.9), 0.3))
 VF: tuple[Key, ...] = (Key("queues", (1, 2, 4), 0.25), Key("guest_agent", (True, False), 0.15),
@@ -86,7 +86,7 @@ VF: tuple[Key, ...] = (Key("queues", (1, 2, 4), 0.25), Key("guest_agent", (True,
 # the VF's fetch in a search, cycle-level keys drawn by random_host itself).
 NOT_DRAWN = {"name", "description", "duration_s", "cycle_s", "host", "noise", "guest", "vf", "pf", "phase",
              "at_s", "kind", "port", "cpu_ghz", "ports", "tcp_rmem_max", "vf_itr_fetch_busy_s", "vf_itr_busy_s",
-             "memory_mb", "background_cpu", "pps"}
+             "memory_mb", "background_cpu", "pps", "overcommit"}  # overcommit: with its cores (random_host)
 OVERCOMMIT_P = 0.15  # a host whose guests' vCPUs outnumber its cores twice over
 
 
@@ -129,6 +129,8 @@ def random_host(name: str, rng: random.Random) -> str:
         lines.append(f"cycle_s = {cycle}")
     host = _keys(rng, HOST, _known("HOST_KEYS"))
     noise = _keys(rng, NOISE, _known("NOISE_KEYS"))
+    if not any(k.startswith("microburst_ms") for k in noise):  # the format takes the two together
+        noise = [k for k in noise if not k.startswith("microburst_gain")]
     guests = rng.randint(1, 6)
     guest_lines = []
     vcpus = 0
@@ -138,6 +140,8 @@ def random_host(name: str, rng: random.Random) -> str:
         guest_lines += ["[[guest]]", f'name = "g{g}"', *keys]
     if rng.random() < OVERCOMMIT_P:
         host = [k for k in host if not k.startswith("cores")] + [f"cores = {max(1, vcpus // 2)}"]
+        if "overcommit" in _known("HOST_KEYS"):
+            host.append("overcommit = true")
     lines += ["[host]", f"ports = {ports}", *host, "[noise]", *noise, *guest_lines]
     for _ in range(rng.randint(1, 8)):
         lines.append("[[vf]]")
