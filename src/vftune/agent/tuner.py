@@ -116,6 +116,12 @@ class TunerOptions:
     host_irq_cost_s: float = 2e-6
     # A bound on the coalescing delay (us) for VFs whose goal gives none (the goal's wins).
     max_interval_us: float | None = None
+    # Mechanisms with no threshold of their own to switch them off, for the bench's ablation
+    # (`vftune bench --ablate`): each True in the product.
+    idle_handback: bool = True  # _idle: a load that came back as another kind gets the adaptive ITR
+    burst_reference: bool = True  # _reference_was_a_burst: a change back to the searched load is no change
+    blind_check: bool = True  # blind_receiver: a costlier rate must clear the window noise
+    host_fit_check: bool = True  # _check_fit: another VF's setting recalled is checked one step up
 
     def __post_init__(self) -> None:
         positive = ("window_s", "adaptive_windows", "tolerance", "warm_span", "restart_s", "handback_windows", "max_interval_us",
@@ -433,7 +439,7 @@ class SearchTuner(VfPolicy):
                        mbps=round(change.baseline.bps / 1e6), **why)
             return None
         if change.kind == "rate":
-            if self._reference_was_a_burst(change):
+            if self.options.burst_reference and self._reference_was_a_burst(change):
                 self.changes.reset(self.held_class)
                 self._note(s.t, Cause.REFERENCE, change=change.rate_change, lasted_s=round(change.lasted_s),
                            itr=s.itr, mbps=round(change.baseline.bps / 1e6))
@@ -468,7 +474,7 @@ class SearchTuner(VfPolicy):
         then runs its guest's adaptive ITR until traffic returns, and the load is recalled
         after its first window as from any setting."""
         nxt = self._after_idle
-        if s.itr == 0 or held is None or nxt is None or same_shape(held, nxt):
+        if not self.options.idle_handback or s.itr == 0 or held is None or nxt is None or same_shape(held, nxt):
             self._note(s.t, Cause.IDLE, mbps=mbps, itr=s.itr)
             return None
         self.held_itr = 0
@@ -674,7 +680,8 @@ class SearchTuner(VfPolicy):
         base = profile.itr if profile.itr > 0 else recalled.interrupt_rate or 0.0
         up = quantize_itr(base * self.options.warm_span ** 2) if base > 0 else 0
         klass = self.held_class
-        if (self._recall_source != "host" or not 0 < base < up <= self.full_bracket[1] or klass is None
+        if (not self.options.host_fit_check or self._recall_source != "host"
+                or not 0 < base < up <= self.full_bracket[1] or klass is None
                 or self._host_fit.get(klass, (None, False))[0] == profile.itr or self._confined(recalled)):
             self._recalled = None
             if kept is None:
@@ -921,7 +928,8 @@ class SearchTuner(VfPolicy):
             # A tie goes to the shorter delay only where the VF answers: a receive-heavy load at
             # more interrupts than it needs risks livelock its ring counters do not show.
             config = replace(config, ties_up=False)
-        if self.goal.objective is Objective.THROUGHPUT and baseline is not None and blind_receiver(baseline):
+        if (self.goal.objective is Objective.THROUGHPUT and o.blind_check and baseline is not None
+                and blind_receiver(baseline)):
             config = replace(config, noise_z=BLIND_NOISE_Z)
         search = ItrSearch(
             low, high, config=config, incumbent=incumbent,

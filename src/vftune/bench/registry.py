@@ -22,6 +22,7 @@ from typing import Any
 from vftune.agent.objective import Goal
 from vftune.agent.policies import SearchFactory
 from vftune.agent.policy import FixedItr, Observe, VfGoal, VfPolicyFactory
+from vftune.bench import ablation
 from vftune.bench.peers.bayesopt import BayesOptPolicy
 from vftune.bench.peers.net_dim import GuestNetDim
 from vftune.bench.peers.paper import PaperPolicy
@@ -111,6 +112,8 @@ def check_policy(policy: str) -> None:
     if is_frontier(policy):
         frontier_delay_us(policy)
         return
+    if ablation.options(policy) is not None:
+        return
     if policy not in POLICIES and tuner_goal(policy) is None:
         raise ValueError(f"unknown policy {policy!r}; known: {', '.join(POLICIES)} (and {MARGIN_TUNER}:MARGIN, "
                          f"{FRONTIER}:DELAY_US)")
@@ -122,6 +125,9 @@ def host_factory(policy: str) -> VfPolicyFactory:
     goal = tuner_goal(policy)
     if goal is not None:
         return SearchFactory(default_goal=goal)
+    ablated = ablation.options(policy)
+    if ablated is not None:
+        return SearchFactory(options=ablated, default_goal=VfGoal(TUNERS["vftune"]))
     if policy not in HOST:
         check_policy(policy)
     return HOST[policy]

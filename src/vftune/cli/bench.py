@@ -90,22 +90,34 @@ class _Bar:
 @click.option("--random", "random_count", type=Number(0, MAX_RANDOM, integer=True), default=0, metavar="N",
               help="Add N random hosts per seed (drawn from the seed alone: the same seed, the same hosts), "
                    "each run on its seed and reported as its own family.")
+@click.option("--ablate", "ablate", multiple=True, metavar="NAME",
+              help="Also run vftune with this mechanism switched off (vftune-without:NAME), beside vftune "
+                   "(repeatable); `--ablate list` names the mechanisms.")
 @click.option("--jobs", type=int, default=None, metavar="N", help="Worker processes (default: one per CPU).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 def command(scenarios: tuple[str, ...], files: tuple[str, ...], policies: tuple[str, ...], seed: int | None,
             seed_spec: str | None, quick: bool, objective: str, duration: float | None, random_count: int,
-            jobs: int | None, as_json: bool) -> None:
+            ablate: tuple[str, ...], jobs: int | None, as_json: bool) -> None:
     """Per-VF scores against the oracle, CPU, latency, convergence and ITR churn per policy.
 
     Each pair drives the real agent loop against the simulated host (no waiting: simulated
     time); the same seed gives every policy the same host, load and noise.
     """
-    from vftune.bench import QUICK_SCENARIOS, aggregate, conflicts, oracle_warnings, run, targets
+    from vftune.bench import QUICK_SCENARIOS, ablation, aggregate, conflicts, oracle_warnings, run, targets
     from vftune.bench.registry import check_policy
     from vftune.bench.scores import families, oracle_beaten
     from vftune.cli.sim import register_scenario_files
     from vftune.sim.scenarios import SCENARIOS
 
+    if "list" in ablate:
+        for m in ablation.MECHANISMS:
+            click.echo(f"{m.name:22} {m.what}")
+        return
+    for name in ablate:
+        try:
+            policies += ("vftune", ablation.policy(name))
+        except ValueError as exc:
+            fail(f"--ablate: {exc}", 2)
     scenarios = scenarios + tuple(register_scenario_files(files))
     for name in scenarios:
         if name not in SCENARIOS:

@@ -1,0 +1,70 @@
+"""The tuner's mechanisms, each switchable off for the bench: a mechanism stays only if the
+bench shows that switching it off costs score or CPU (issue "Tuner v3", rules by ablation).
+
+`vftune bench --ablate NAME` runs `vftune-without:NAME` beside `vftune`: the same tuner with
+one mechanism off, through the TunerOptions it already reads (a threshold set where it never
+triggers, or the mechanism's own switch). `--ablate list` names them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from vftune.agent.tuner import TunerOptions
+
+ABLATED_TUNER = "vftune-without"
+NEVER = 10**9  # a count or ratio no load reaches
+
+
+@dataclass(frozen=True)
+class Mechanism:
+    name: str
+    what: str  # what switching it off removes
+    off: Mapping[str, object]  # TunerOptions fields that switch it off
+
+
+MECHANISMS: tuple[Mechanism, ...] = (
+    Mechanism("host-memory", "a VF's unseen class starts from another VF's setting for it", {"host_memory": False}),
+    Mechanism("host-fit-check", "another VF's recalled setting is checked one step up", {"host_fit_check": False}),
+    Mechanism("flapping-handback", "loads that change faster than a search get the adaptive ITR",
+              {"handback_changes": NEVER}),
+    Mechanism("unmeasured-handback", "a class whose probes measure nothing gets the adaptive ITR",
+              {"handback_unmeasured": NEVER}),
+    Mechanism("idle-handback", "a load back as another kind after idle gets the adaptive ITR",
+              {"idle_handback": False}),
+    Mechanism("sibling-watch", "a hold is re-checked when the guest's other VFs' load moves",
+              {"sibling_change": float(NEVER)}),
+    Mechanism("port-freed-watch", "a hold taken on a saturated port is re-checked when the port frees",
+              {"port_freed_s": float(NEVER)}),
+    Mechanism("port-judge", "windows on a saturated port are judged on the VF's share", {"port_saturation": float(NEVER)}),
+    Mechanism("unconfirmed-result", "a result held below its search's figure is searched again",
+              {"confirm_margin": 1.0}),
+    Mechanism("worse-recall", "a recalled setting measuring far below its memory is checked",
+              {"worse_margin": 1.0}),
+    Mechanism("burst-reference", "a change back to the searched load is not a change", {"burst_reference": False}),
+    Mechanism("blind-receiver", "a costlier rate on a blind datagram receiver must clear the noise",
+              {"blind_check": False}),
+    Mechanism("remeasure", "a probe window with idle spans inside is measured again", {"max_remeasures": 0}),
+    Mechanism("load-change-restart", "a lasting change of rate restarts the search", {"load_change": float(NEVER)}),
+    Mechanism("periodic-restart", "the restart every N interrupts or M seconds (the mission's)",
+              {"restart_s": float(NEVER), "restart_interrupts": NEVER * NEVER}),
+)
+BY_NAME = {m.name: m for m in MECHANISMS}
+
+
+def policy(name: str) -> str:
+    """The bench policy that runs vftune with mechanism `name` off; ValueError names a bad one."""
+    if name not in BY_NAME:
+        raise ValueError(f"unknown mechanism {name!r}; known: {', '.join(BY_NAME)} (--ablate list)")
+    return f"{ABLATED_TUNER}:{name}"
+
+
+def options(policy_name: str) -> TunerOptions | None:
+    """The TunerOptions of a `vftune-without:NAME` policy; None for any other policy."""
+    head, colon, name = policy_name.partition(":")
+    if head != ABLATED_TUNER or not colon:
+        return None
+    if name not in BY_NAME:
+        raise ValueError(f"policy {policy_name!r}: unknown mechanism; known: {', '.join(BY_NAME)}")
+    return TunerOptions.from_mapping(dict(BY_NAME[name].off))
