@@ -49,6 +49,12 @@ def test_every_vf_with_traffic_is_searched_and_tuned(searched):
     assert done == set(busy), "every VF with traffic has been searched after 150 s"
 
 
+def test_decisions_are_counted_by_the_tuners_own_cause(searched):
+    causes = {cause for _setting, cause in searched.view().decisions}
+    assert "other" not in causes, causes
+    assert {"probe", "converged", "confirmed"} <= causes
+
+
 def test_what_the_agent_shows_is_what_the_host_runs(searched):
     tuned = [pci for pci in _busy(searched) if searched.vfs[pci].itr != 0]
     assert tuned and all(searched.host.vf_itr(pci) == searched.vfs[pci].itr for pci in tuned)

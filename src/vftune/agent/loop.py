@@ -32,6 +32,7 @@ from vftune.agent.policy import (
     VfPolicy,
     VfPolicyFactory,
 )
+from vftune.agent.pollmode import CAUSE as POLL_MODE_CAUSE
 from vftune.agent.pollmode import REASON as POLL_MODE_REASON
 from vftune.agent.pollmode import PollModeWatch
 from vftune.agent.recording import SampleRecorder
@@ -469,7 +470,7 @@ class Agent:
         if poll and not st.poll_mode:
             log.info("%s: %s", pci, POLL_MODE_REASON)
             if st.itr != 0:
-                handed = self._apply_itr(pci, ItrDecision(0, POLL_MODE_REASON), now)
+                handed = self._apply_itr(pci, ItrDecision(0, POLL_MODE_REASON, POLL_MODE_CAUSE), now)
                 if handed is not None:
                     decisions.append(handed)
         elif st.poll_mode and not poll:
@@ -486,7 +487,8 @@ class Agent:
 
     def _count_decisions(self, decisions: list[Decision]) -> None:
         for d in decisions:
-            key = (d.setting, decision_cause(d.reason))
+            # The policy's own cause (a bounded enum) where it gives one, else the reason's first word.
+            key = (d.setting, d.cause or decision_cause(d.reason))
             self._decision_counts[key] = self._decision_counts.get(key, 0) + 1
 
     def _refit_costs(self, pf_samples: list[PfSample], t: float) -> None:
@@ -587,7 +589,9 @@ class Agent:
                     st.pending_itr = None  # in force, or failed: nothing is on its way either way
                     st.last_decision = f"{st.last_decision or ''}: {'applied' if a.ok else 'failed'}".lstrip(": ")
             self._log_applied(a, reason)
-            decisions.append(Decision(t, a.target, a.setting, a.old, a.requested, a.applied, a.ok, reason, a.error))
+            cause = "confirmed" if a.setting == "itr_confirmed" else "read-back"
+            decisions.append(Decision(t, a.target, a.setting, a.old, a.requested, a.applied, a.ok, reason, a.error,
+                                      cause))
         return decisions
 
     def _apply_mode(self, pf: str, decision: ModeDecision, t: float) -> list[Decision]:

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from vftune.model import Snapshot
 
 CONFIRM_S = 10.0  # host seconds the sign must hold: longer than a counter refresh or two
+CAUSE = "poll-mode"  # the decision's cause (its metric label)
 REASON = ("poll-mode driver in the guest: packets move without interrupts while other VFs' move, "
           "so its ITR changes nothing; left to it")
 
