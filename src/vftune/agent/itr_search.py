@@ -613,8 +613,7 @@ class ItrSearch:
         than the noise of values told with a scale (a small remainder of a large count, whose
         windows swing the most): with no budget left to measure it again, one lucky window must
         not displace a rate measured twice (the pessimistic score favours rates measured once).
-        Without a scale the choice stands (tried: it cost 0.3-0.5% on steps-5s and
-        saturated-rr-bulk, dev seeds 5-9)."""
+        Without a scale the choice stands."""
         if again == confirmed or len(self._samples.get(again, ())) >= 2 or len(self._samples.get(confirmed, ())) < 2:
             return again
         if not (self._scales.get(again) or self._scales.get(confirmed)):

@@ -13,8 +13,8 @@ margin, and its searches are not confined. The port counts as saturated while a 
 so, and after that while it was so for at least half of the last memory_s (its windows'
 time): room that neighbours' probes leave for a few seconds is not the VF's to keep, but
 neither does a burst that filled the port for a few seconds hold the VF to its share for a
-minute after it ended (on ci-farm's runner3 it made a window-limited flow's search read every
-rate alike at a port 63-85% loaded). A port below its line rate, or unknown, changes nothing.
+minute after it ended (a window-limited flow's search would read every rate alike). A port
+below its line rate, or unknown, changes nothing.
 Pure logic.
 """
 
@@ -109,9 +109,7 @@ class PortFreedWatch:
     A VF that takes its share of a saturated port is judged on that share, so its search looks
     only for a cheaper rate that still holds it (PortJudge). When the neighbours that filled the
     port stop, the VF may take more, and that cheaper rate can hold it down without its own load
-    changing class or rate by enough to start a search (on ml-ingest, written for the fifth
-    held-out set, a jumbo-frame reader searched under `efficiency` beside a neighbour that then
-    capped itself, held 1462/s, and got 0.87 of its oracle). The hold's first reference_windows
+    changing class or rate by enough to start a search. The hold's first reference_windows
     windows say whether it began confined (most of them on a saturated port whose share the VF
     takes, as PortJudge found them; a small VF there is judged on its own throughput, so the
     port did not bind it); a run of windows below the line rate for lasting_s, longer than a
