@@ -183,6 +183,8 @@ def test_de_is_best_below_the_cliff_and_napi_with_small_budget_above() -> None:
     at = host_rx(even, even_cliff, "de", 64, float("inf"))
     assert at.interrupts_per_s == pytest.approx(even_cliff) and at.delivered_pps == pytest.approx(even_cliff, rel=0.002)
     per_packet, per_interrupt = kernel_packet_s(even), HOST.per_interrupt_s
+    # The first saturation: an interrupt, the kernel's and the application's work per packet fill the core.
+    assert even_cliff == pytest.approx(1.0 / (per_packet + per_interrupt + even.app_packet_s), rel=0.002)
     edge = 1.0 / (per_packet + per_interrupt)  # packet + interrupt work fill the gap
     squeezed = host_rx(even, 0.99 * edge, "de", 64, float("inf"))
     assert squeezed.delivered_pps < 0.2 * even_cliff  # just short of it the kernel takes the core
