@@ -62,8 +62,9 @@ static inline int test_and_clear_bit(int nr, unsigned long *addr)
 	return (__atomic_fetch_and(addr, ~(1UL << nr), __ATOMIC_SEQ_CST) >> nr) & 1;
 }
 
-/* spinlock_t is a pthread mutex; a test may hook the moments a lock is
- * taken and dropped to run the other side exactly there
+/* spinlock_t is a pthread mutex; a test may hook the moments just after
+ * a lock is taken and just after it is dropped, to run the other side
+ * exactly there
  */
 typedef struct {
 	pthread_mutex_t m;
@@ -92,9 +93,9 @@ static inline void spin_lock(spinlock_t *l)
 
 static inline void spin_unlock(spinlock_t *l)
 {
+	pthread_mutex_unlock(&l->m);
 	if (lock_hook)
 		lock_hook(l, false);
-	pthread_mutex_unlock(&l->m);
 }
 
 #define spin_lock_bh(l) spin_lock(l)
