@@ -148,7 +148,7 @@ static void test_cliff(void)
 	for (i = 0; i < 20000; i++) {
 		unsigned int cliff = 1 + rnd() % IXGBE_TUNE_CLIFF_MAX;
 		unsigned int eps = rnd() % (IXGBE_TUNE_EPSILON_MAX + 1);
-		unsigned long long lo = (unsigned long long)cliff * (100 - eps) / 100;
+		unsigned long long lo = (unsigned long long)cliff * (100 - eps) / 100 ?: 1;
 		unsigned long long hi = (unsigned long long)cliff * (100 + eps) / 100;
 		unsigned int l = ixgbe_tune_cliff_low(cliff, eps);
 		unsigned int h = ixgbe_tune_cliff_high(cliff, eps);
@@ -160,7 +160,10 @@ static void test_cliff(void)
 	CHECK(ixgbe_tune_cliff_high(100000, 15) == 115000, "default high");
 	CHECK(ixgbe_tune_cliff_high(IXGBE_TUNE_CLIFF_MAX, 100) == 2 * IXGBE_TUNE_CLIFF_MAX,
 	      "no 32-bit overflow at the limits");
-	CHECK(ixgbe_tune_cliff_low(1000, 250) == 0, "epsilon is capped at 100");
+	CHECK(ixgbe_tune_cliff_low(1000, 250) == 1, "epsilon is capped at 100, low at 1");
+	CHECK(ixgbe_tune_cliff_low(100000, 100) == 1 &&
+	      ixgbe_tune_next_mode(IXGBE_TUNE_RXM_NAPI, 0, 1, 200000) == IXGBE_TUNE_RXM_DE,
+	      "epsilon 100: an idle port still goes back to DE");
 
 	/* hysteresis: inside the band the mode holds, outside it flips */
 	for (i = 0; i < 20000; i++) {
@@ -177,32 +180,31 @@ static void test_cliff(void)
 	group("cliff", c0, f0);
 }
 
-/* the estimate of a steady rate settles on the window's scaled count and
- * on 0 after traffic stops; a late timer spreads the count
+/* the estimate of a steady rate settles on the exact rate and on 0
+ * after traffic stops; a late timer divides by the time it really took
  */
 static void test_estimator(void)
 {
 	unsigned long c0 = checks, f0 = failures;
+	const unsigned long long W = IXGBE_TUNE_WINDOW_NS;
 	unsigned int i;
 
 	for (i = 0; i < 2000; i++) {
 		unsigned int per_window = rnd() % 130000;	/* up to line rate */
-		unsigned int want = ixgbe_tune_window_to_pps(per_window);
-		double exact = per_window * (1e6 / IXGBE_TUNE_WINDOW_US);
+		unsigned int want = ixgbe_tune_rate_pps(per_window, W);
+		unsigned long long exact = per_window * 1000000000ULL / W;
 		unsigned long long total = rnd() % 1000000000ULL;
 		struct ixgbe_tune_est est;
 		unsigned int w, settled = 0;
 
-		/* the shift-only scale is within 1 pps per 128 of the exact */
-		CHECK(want <= exact + 0.5 && want + 1 + exact / 128 >= exact,
-		      "scale %u -> %u, exact %.1f", per_window, want, exact);
+		CHECK(want == exact, "scale %u -> %u, exact %llu", per_window, want, exact);
 
 		ixgbe_tune_est_reset(&est, total);
 		est.rate_pps = rnd() % 20000000;	/* anything before */
 		est.primed = 1;
 		for (w = 1; w <= 200; w++) {
 			total += per_window;
-			ixgbe_tune_est_update(&est, total, 1);
+			ixgbe_tune_est_update(&est, total, W);
 			if (est.rate_pps == want && !settled)
 				settled = w;
 		}
@@ -211,32 +213,44 @@ static void test_estimator(void)
 		CHECK(settled && settled <= 70, "steady %u settled after %u windows",
 		      per_window, settled);
 		for (w = 1; w <= 200; w++)
-			ixgbe_tune_est_update(&est, total, 1);
+			ixgbe_tune_est_update(&est, total, W);
 		CHECK(est.rate_pps == 0, "idle: estimate %u, want 0", est.rate_pps);
 		CHECK(ixgbe_tune_est_next_windows(&est) == IXGBE_TUNE_IDLE_WINDOWS,
 		      "idle slows the timer down");
 	}
+	/* a timer that runs late by any amount (here 0..2 windows, the
+	 * range where rounding to whole windows was off by +49%/-25%):
+	 * the sample is the packets over the time, within 1 pps
+	 */
+	for (i = 0; i < 20000; i++) {
+		unsigned int rate = 1000 + rnd() % 15000000;
+		unsigned long long elapsed = W / 2 + rnd() % (2 * W);
+		unsigned long long count = (unsigned long long)rate * elapsed / 1000000000ULL;
+		unsigned int got = ixgbe_tune_rate_pps(count, elapsed);
+
+		CHECK(got <= rate && got + 1 + 1000000000ULL / elapsed >= rate,
+		      "late timer: %u pps over %llu ns -> %u", rate, elapsed, got);
+	}
 	{
 		struct ixgbe_tune_est est;
 
-		/* first sample primes; 3 windows at once spread the count */
+		/* first sample primes; 3 windows at once give the same rate */
 		ixgbe_tune_est_reset(&est, 1000);
-		ixgbe_tune_est_update(&est, 1000 + 3 * 800, 3);
-		CHECK(est.rate_pps == ixgbe_tune_window_to_pps(800),
+		ixgbe_tune_est_update(&est, 1000 + 3 * 800, 3 * W);
+		CHECK(est.rate_pps == ixgbe_tune_rate_pps(800, W),
 		      "late timer: %u", est.rate_pps);
 		CHECK(ixgbe_tune_est_next_windows(&est) == 1, "busy: every window");
 		/* counters going backwards restart without a sample */
-		ixgbe_tune_est_update(&est, 10, 1);
-		CHECK(est.rate_pps == ixgbe_tune_window_to_pps(800) && est.last_total == 10,
+		ixgbe_tune_est_update(&est, 10, W);
+		CHECK(est.rate_pps == ixgbe_tune_rate_pps(800, W) && est.last_total == 10,
 		      "backwards total");
-		/* zero windows (timer ran early) take no sample */
+		/* no time at all takes no sample */
 		ixgbe_tune_est_update(&est, 5000, 0);
-		CHECK(est.rate_pps == ixgbe_tune_window_to_pps(800), "zero windows");
+		CHECK(est.rate_pps == ixgbe_tune_rate_pps(800, W), "zero time");
 		/* a huge jump is capped, not wrapped */
 		ixgbe_tune_est_reset(&est, 0);
-		ixgbe_tune_est_update(&est, 1ULL << 40, 1);
-		CHECK(est.rate_pps == ixgbe_tune_window_to_pps(IXGBE_TUNE_WINDOW_COUNT_MAX),
-		      "capped: %u", est.rate_pps);
+		ixgbe_tune_est_update(&est, 1ULL << 40, W);
+		CHECK(est.rate_pps == IXGBE_TUNE_RATE_MAX, "capped: %u", est.rate_pps);
 	}
 	group("estimator", c0, f0);
 }

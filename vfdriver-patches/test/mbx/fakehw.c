@@ -72,6 +72,13 @@ static void bad(const char *side, uint32_t reg)
 	abort();
 }
 
+/* the rest of the PF's register file, for the real VF reset path
+ * (mbx-real-dispatch): plain storage, no side effects
+ */
+#define OTHER_REGS 0x10000
+int fake_pf_other_regs;
+static uint32_t other_regs[OTHER_REGS];
+
 uint32_t fake_pf_read(uint32_t reg)
 {
 	if (reg == PFMAILBOX(FAKE_VF))
@@ -84,6 +91,8 @@ uint32_t fake_pf_read(uint32_t reg)
 		return 0;		/* no function level reset */
 	if (reg == 0x00008)
 		return 0;		/* STATUS, read by IXGBE_WRITE_FLUSH */
+	if (fake_pf_other_regs && reg < 4 * OTHER_REGS)
+		return other_regs[reg / 4];
 	bad("PF", reg);
 	return 0;
 }
@@ -114,6 +123,10 @@ void fake_pf_write(uint32_t reg, uint32_t value)
 	}
 	if (reg == VFLREC(0) || reg == VFLREC(1))
 		return;
+	if (fake_pf_other_regs && reg < 4 * OTHER_REGS) {
+		other_regs[reg / 4] = value;
+		return;
+	}
 	bad("PF", reg);
 }
 

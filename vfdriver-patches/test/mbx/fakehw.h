@@ -15,6 +15,10 @@ void fake_pf_write(uint32_t reg, uint32_t value);
 uint32_t fake_vf_read(uint32_t reg);
 void fake_vf_write(uint32_t reg, uint32_t value);
 void fake_reset(void);
+/* 1: PF registers other than the mailbox's are plain storage (the real
+ * VF reset path of mbx-real-dispatch writes them); 0: touching one fails
+ */
+extern int fake_pf_other_regs;
 
 /* set when the VF raised REQ: the harness then runs the PF's interrupt */
 int fake_pf_irq_pending(void);

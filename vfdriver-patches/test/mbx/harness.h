@@ -33,6 +33,8 @@ int pf_host_write(enum pf_field field, unsigned int usecs);
 struct pf_view pf_view(void);
 struct pf_stats pf_stats(void);
 int pf_has_busy_flag(void);	/* built with IXGBE_VF_HOST_ITR_BUSY */
+unsigned int pf_stubbed(void);
+int pf_real_only(void);
 
 struct vf_view {
 	int new_vf;		/* built from the patched ixgbevf */
@@ -73,5 +75,11 @@ struct vf_loop_stats vf_loop_stats(void);
 void vf_service_now(int timer_meanwhile);
 /* jiffies host_itr_timer is armed for, 0 if it is not */
 unsigned long vf_host_itr_due(void);
+/* the longest time the VF held mbx_lock since the reset, in us of
+ * busy-waiting (sim_us)
+ */
+extern unsigned long long sim_us;
+void vf_reset_mbx_hold(void);
+unsigned long long vf_max_mbx_hold_us(void);
 
 #endif

@@ -29,12 +29,43 @@ struct vf_data_storage {
 	unsigned int vf_api;
 	u32 vf_features;
 	struct ixgbe_vf_itr itr;
+#ifdef PF_REAL
+	u16 pf_vlan;
+	u16 pf_qos;
+	bool spoofchk_enabled;
+	bool pf_set_mac;
+	u16 num_vf_mc_hashes;
+#endif
 };
+
+#ifdef PF_REAL
+struct net_device;
+struct ixgbe_ring_feature {
+	u16 limit;
+	u16 indices;
+	u16 mask;
+	u16 offset;
+};
+enum { RING_F_NONE, RING_F_VMDQ, RING_F_ARRAY_SIZE };
+#endif
 
 struct ixgbe_adapter {
 	struct ixgbe_hw hw;
 	struct vf_data_storage *vfinfo;
 	unsigned int num_vfs;
+#ifdef PF_REAL
+	struct ixgbe_ring_feature ring_feature[RING_F_ARRAY_SIZE];
+	u8 hw_tcs;
+	u8 default_up;
+	struct net_device *netdev;
+	spinlock_t vfs_lock;
+#endif
 };
+
+#ifdef PF_REAL
+static void pf_err_log(const char *fmt, ...);
+#undef e_err
+#define e_err(msglvl, fmt, ...) pf_err_log(fmt, ##__VA_ARGS__)
+#endif
 
 #endif

@@ -21,6 +21,117 @@ static struct pf_stats stats;
 #include "pf_new.inc"
 #include "pf_old.inc"
 
+#ifdef PF_REAL
+/* mbx-real-dispatch: ixgbe_msg_task(), ixgbe_rcv_msg_from_vf(),
+ * ixgbe_rcv_ack_from_vf(), ixgbe_vf_reset_msg(), ixgbe_vf_reset_event()
+ * and ixgbe_vf_clear_mbx() are the driver's own (pf_real.inc), with their
+ * calls of the mailbox and of ixgbe_vf_host_itr_msg() renamed to the
+ * counting wrappers below.  Stubbed: the filter, VLAN, queue and IPsec
+ * programming of a VF reset (register writes with no effect on the
+ * mailbox) and the handlers of requests these scenarios never send,
+ * which count as "stubbed" and must stay at 0.
+ */
+static unsigned int stubbed;
+
+static s32 pf_counted_read_mbx(struct ixgbe_hw *hw, u32 *msg, u16 size, u16 vf)
+{
+	s32 err = ixgbe_read_mbx(hw, msg, size, vf);
+
+	if (err)
+		stats.read_errors++;
+	else if (!(msg[0] & (IXGBE_VT_MSGTYPE_ACK | IXGBE_VT_MSGTYPE_NACK)))
+		stats.requests++;
+	return err;
+}
+
+static s32 pf_counted_write_mbx(struct ixgbe_hw *hw, u32 *msg, u16 size, u16 vf)
+{
+	/* a NACK in reply to a request; not the bare one of the ack path */
+	if ((msg[0] & IXGBE_VT_MSGTYPE_NACK) && (msg[0] & 0xFFFF))
+		stats.nacks++;
+	return ixgbe_write_mbx(hw, msg, size, vf);
+}
+
+static int pf_counted_host_itr_msg(struct ixgbe_adapter *adapter, u32 *msgbuf, u32 vf)
+{
+	if ((msgbuf[0] & 0xFFFF) == IXGBE_VF_GET_HOST_ITR) {
+		stats.fetches++;
+		stats.last_fetch = jiffies;
+	}
+	return ixgbe_vf_host_itr_msg(adapter, msgbuf, vf);
+}
+
+static void pf_err_log(const char *fmt, ...)
+{
+	if (!strncmp(fmt, "Unhandled Msg", 13))
+		stats.unhandled++;
+	shim_log("err", "%s", fmt);
+}
+
+#define pf_counted_reset_event(adapter, vf) \
+	do { stats.resets++; ixgbe_vf_reset_event(adapter, vf); } while (0)
+#define e_info(msglvl, fmt, ...) do { } while (0)
+#define __ALIGN_MASK(x, mask) (((x) + (mask)) & ~(mask))
+#define spin_lock_irqsave(l, f) do { (void)(l); (f) = 0; } while (0)
+#define spin_unlock_irqrestore(l, f) do { (void)(l); (void)(f); } while (0)
+
+static void ixgbe_clear_vf_vlans(struct ixgbe_adapter *a, u32 vf) { }
+static int ixgbe_set_vf_vlan(struct ixgbe_adapter *a, int add, int vid, u32 vf) { return 0; }
+static void ixgbe_set_vmolr(struct ixgbe_hw *hw, u32 vf, bool aupe) { }
+static void ixgbe_clear_vmvir(struct ixgbe_adapter *a, u32 vf) { }
+static void ixgbe_set_vmvir(struct ixgbe_adapter *a, u16 vid, u16 qos, u32 vf) { }
+static void ixgbe_ipsec_vf_clear(struct ixgbe_adapter *a, u32 vf) { }
+static void ixgbe_set_rx_mode(struct net_device *nd) { }
+static int ixgbe_del_mac_filter(struct ixgbe_adapter *a, const u8 *addr, u16 pool) { return 0; }
+static int ixgbe_set_vf_macvlan(struct ixgbe_adapter *a, int vf, int index, unsigned char *addr) { return 0; }
+static int ixgbe_set_vf_mac(struct ixgbe_adapter *a, int vf, unsigned char *mac) { return 0; }
+static void ixgbe_write_qde(struct ixgbe_adapter *a, u32 vf, u32 qde) { }
+static void ixgbe_set_vf_rx_tx(struct ixgbe_adapter *a, int vf) { }
+#define STUB(name) static int name(struct ixgbe_adapter *a, u32 *msgbuf, u32 vf) { stubbed++; return -EIO; }
+STUB(ixgbe_set_vf_mac_addr)
+STUB(ixgbe_set_vf_multicasts)
+STUB(ixgbe_set_vf_vlan_msg)
+STUB(ixgbe_set_vf_macvlan_msg)
+STUB(ixgbe_get_vf_queues)
+STUB(ixgbe_get_vf_reta)
+STUB(ixgbe_get_vf_rss_key)
+STUB(ixgbe_update_vf_xcast_mode)
+STUB(ixgbe_get_vf_link_state)
+STUB(ixgbe_ipsec_vf_add_sa)
+STUB(ixgbe_ipsec_vf_del_sa)
+static int ixgbe_set_vf_lpe(struct ixgbe_adapter *a, u32 max_frame, u32 vf) { stubbed++; return -EIO; }
+
+bool is_zero_ether_addr(const u8 *addr)
+{
+	static const u8 zero[ETH_ALEN];
+
+	return !memcmp(addr, zero, ETH_ALEN);
+}
+
+#include "pf_real.inc"
+
+#endif
+
+/* requests that reached a stubbed handler of the real dispatcher */
+unsigned int pf_stubbed(void)
+{
+#ifdef PF_REAL
+	return stubbed;
+#else
+	return 0;
+#endif
+}
+
+/* built with the driver's own dispatcher: always the patched PF */
+int pf_real_only(void)
+{
+#ifdef PF_REAL
+	return 1;
+#else
+	return 0;
+#endif
+}
+
 void pf_init(int new_pf)
 {
 	struct ixgbe_hw *hw = &padapter->hw;
@@ -36,6 +147,10 @@ void pf_init(int new_pf)
 	ixgbe_init_mbx_params_pf(hw);
 	memcpy(vfinfo_store[FAKE_VF].vf_mac_addresses,
 	       (u8[ETH_ALEN]){ 0x02, 0, 0, 0, 0, FAKE_VF }, ETH_ALEN);
+#ifdef PF_REAL
+	vfinfo_store[FAKE_VF].pf_set_mac = true;
+	fake_pf_other_regs = 1;
+#endif
 }
 
 /* ixgbe_vf_reset_event() + ixgbe_vf_reset_msg(), the mailbox part */
@@ -132,6 +247,11 @@ static void pf_rcv_msg(u32 vf)
 /* ixgbe_msg_task() from the mailbox interrupt */
 void pf_interrupt(void)
 {
+#ifdef PF_REAL
+	ixgbe_msg_task(padapter);
+	return;
+#endif
+	{
 	struct ixgbe_hw *hw = &padapter->hw;
 	u32 vf = FAKE_VF;
 
@@ -144,6 +264,7 @@ void pf_interrupt(void)
 		u32 msg = IXGBE_VT_MSGTYPE_NACK;
 
 		ixgbe_write_mbx(hw, &msg, 1, vf);
+	}
 	}
 }
 

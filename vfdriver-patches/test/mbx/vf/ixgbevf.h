@@ -40,6 +40,7 @@ struct ixgbevf_q_vector {
 	struct ixgbevf_adapter *adapter;
 	u16 v_idx;
 	u16 itr;
+	spinlock_t itr_lock;
 	struct ixgbevf_ring_container rx, tx;
 };
 
@@ -77,6 +78,7 @@ struct ixgbevf_adapter {
 #ifdef VF_FAST
 	bool host_itr_busy;
 	struct timer_list host_itr_timer;
+	spinlock_t service_lock;
 #endif
 };
 
