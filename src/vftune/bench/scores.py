@@ -443,8 +443,12 @@ def oracle_beaten(results: list[PairResult], objective: str = "throughput") -> d
             if worst is None or value > worst[0]:
                 worst = (value, r.scenario, r.seed, r.policy, pci)
             if value > 1.0 + slack:
+                # The run's per-VF geomean says whether the VF gained what its neighbours lost
+                # (below 1: a trade between VFs that one plan cannot be the best of for each) or
+                # the oracle's plan is beaten outright.
                 beaten.append({"scenario": r.scenario, "family": family(r.scenario), "seed": r.seed,
-                               "policy": r.policy, "vf": pci, "score": round(value, 4)})
+                               "policy": r.policy, "vf": pci, "score": round(value, 4),
+                               "run_vf_geomean": _round(r.vf_geomean, 4)})
     beaten.sort(key=lambda b: -b["score"])
     top = None if worst is None else {"score": round(worst[0], 4), "scenario": worst[1], "seed": worst[2],
                                       "policy": worst[3], "vf": worst[4]}
