@@ -102,9 +102,12 @@ def _quantize(rate: float) -> float:
     return 1e6 / max(1, round(1e6 / rate))
 
 
-def mode_variants(choice: Knob) -> list[Knob]:
+def mode_variants(choice: Knob, threaded: bool = True) -> list[Knob]:
     """The settings off the axis next to the axis's choice: threaded flipped first (the sweep's
-    other half), then defer 0 at the same timeout, with and without threads."""
+    other half), then defer 0 at the same timeout, with and without threads; without
+    ``threaded`` (a competing app's sweep leaves threads out) only defer 0."""
+    if not threaded:
+        return [] if choice.no_deferral else [Knob(0, choice.gro_ns, choice.threaded)]
     if choice.no_deferral:
         return [Knob(0, 0, not choice.threaded)]
     return [Knob(choice.defer, choice.gro_ns, not choice.threaded), Knob(0, choice.gro_ns, choice.threaded),
@@ -258,7 +261,7 @@ class KnobSearch:
         judged or the budget is spent."""
         if self._axis_choice is None:
             self._axis_choice = self._axis_now()
-            self._modes = mode_variants(self._axis_choice)
+            self._modes = mode_variants(self._axis_choice, threaded=not self.competing_app)
             self._mode_best = (self._axis_choice, *self._axis_result())
         if self._final is not None:
             return None
