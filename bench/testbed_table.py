@@ -43,14 +43,15 @@ def main(path: str) -> None:
     print(f"Sweep ({load['mode']} loop, {load['rate']:.0f} requests/s of {load['size']} B over {load['conns']} "
           f"connections{tick}, {load['window_s']:g} s windows, {data['repeats']} shuffled repeats{where}; medians of "
           f"p50 us / p99 us / {last}):\n")
-    print("| gro_flush_timeout | defer 0 | defer 1 | defer 0, threaded | defer 1, threaded |")
-    print("|---|---|---|---|---|")
+    threads = (False, True) if any(p["threaded"] for p in data["sweep"]) else (False,)
+    print("| gro_flush_timeout | defer 0 | defer 1 |" + (" defer 0, threaded | defer 1, threaded |" if True in threads else ""))
+    print("|---|---|---|" + ("---|---|" if True in threads else ""))
     for us in GRO_US:
         if us == 0:
-            row = [by_knob.get((0, 0, False)), None, by_knob.get((0, 0, True)), None]
+            row = [p for t in threads for p in (by_knob.get((0, 0, t)), None)]
             label = "0 (no deferral)"
         else:
-            row = [by_knob.get((d, us, t)) for t in (False, True) for d in (0, 1)]
+            row = [by_knob.get((d, us, t)) for t in threads for d in (0, 1)]
             label = f"{us} us"
         print(f"| {label} | " + " | ".join(_cell(p) for p in row) + " |")
     print("\nThe tuner, cold start, 3 runs per objective, each choice measured side by side with the "

@@ -18,7 +18,7 @@ import pytest
 from click.testing import CliRunner
 
 from vftune.cli import cli
-from vftune.testbed.adapter import KnobSearch, run_search
+from vftune.testbed.adapter import KnobSearch, mode_variants, run_search
 from vftune.testbed.appjob import AppCounter, AppSpec, CounterReader
 from vftune.testbed.cpugroup import CpuGroup
 from vftune.testbed.knob import NO_DEFERRAL, Knob, sweep_grid
@@ -88,8 +88,9 @@ def test_the_search_finds_the_jobs_progress(seed: int) -> None:
     search = KnobSearch("efficiency", competing_app=True)
     choice = run_search(search, lambda k: _shared_cpu(k, rng))
     assert search.probes <= 12 and choice != NO_DEFERRAL
-    assert _ops(choice) / max(_ops(k) for k in sweep_grid()) >= 0.9
+    assert _ops(choice) / max(_ops(k) for k in sweep_grid() if not k.threaded) >= 0.9
     assert all("app_ops_per_s" in t for t in search.trace)
+    assert not any("threaded" in str(t["knob"]) for t in search.trace)  # off the shared CPU: not this case
 
 
 @pytest.mark.parametrize("seed", range(3))
@@ -109,6 +110,11 @@ def test_where_deferral_buys_the_job_nothing_no_deferral_stays() -> None:
     moved = sum(run_search(KnobSearch("efficiency", competing_app=True), flat(random.Random(s))) != NO_DEFERRAL
                 for s in range(50))
     assert moved <= 2
+
+
+def test_a_competing_apps_modes_leave_threads_out() -> None:
+    assert mode_variants(Knob(1, 200_000), threaded=False) == [Knob(0, 200_000)]
+    assert mode_variants(NO_DEFERRAL, threaded=False) == []
 
 
 def test_a_search_for_the_job_needs_its_count() -> None:
