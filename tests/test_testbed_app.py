@@ -256,3 +256,10 @@ def test_the_client_reads_the_jobs_count_over_its_window(tmp_path: Path) -> None
             proc.kill()
             proc.wait(timeout=5)
         counter.remove()
+
+
+def test_a_search_without_threads_does_not_try_them() -> None:
+    """`--no-threaded` and a competing app sweep no threads; the modes stage keeps to the sweep."""
+    search = KnobSearch("latency", threaded=False)
+    run_search(search, lambda k: (300.0 + k.gro_ns / 1000.0, 0.2, 5000.0))
+    assert not any("threaded" in str(t["knob"]) for t in search.trace)

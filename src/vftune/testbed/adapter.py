@@ -121,16 +121,17 @@ class KnobSearch:
     ``objective`` with ``latency_bound_us`` (efficiency only; default twice the incumbent's p99)
     or a CPU budget (latency; default the incumbent's CPU plus the noise margin).
     ``competing_app`` (efficiency): the job's progress in place of CPU, and the incumbent's
-    goodput held (objective.py).
+    goodput held (objective.py). ``threaded``: whether the modes stage may try threaded NAPI.
     """
 
     def __init__(self, objective: str | Objective, cfg: KnobSearchConfig = KnobSearchConfig(),
-                 latency_bound_us: float | None = None, competing_app: bool = False) -> None:
+                 latency_bound_us: float | None = None, competing_app: bool = False, threaded: bool = True) -> None:
         self.cfg = cfg
         self.goal_objective = parse_objective(objective)
         if competing_app and self.goal_objective is not Objective.EFFICIENCY:
             raise ValueError(f"a competing app's progress is efficiency's measure, not {self.goal_objective.value}'s")
         self.competing_app = competing_app
+        self.threaded = threaded and not competing_app
         self.objective_name = self.goal_objective.value
         self.latency_bound_us = latency_bound_us
         self.objective: Constrained | None = None  # known after the baseline
@@ -261,7 +262,7 @@ class KnobSearch:
         judged or the budget is spent."""
         if self._axis_choice is None:
             self._axis_choice = self._axis_now()
-            self._modes = mode_variants(self._axis_choice, threaded=not self.competing_app)
+            self._modes = mode_variants(self._axis_choice, threaded=self.threaded)
             self._mode_best = (self._axis_choice, *self._axis_result())
         if self._final is not None:
             return None

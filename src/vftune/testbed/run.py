@@ -320,7 +320,7 @@ def _tune(name: str, cfg: RunConfig, sweep: list[Point], points: dict[Knob, Poin
     runs = []
     for r in range(cfg.runs):
         search = KnobSearch(name, replace(cfg.search, request_bytes=cfg.load.size), cfg.latency_bound_us,
-                            competing_app=app)
+                            competing_app=app, threaded=cfg.threaded and cfg.app is None)  # as the sweep
         t0 = time.monotonic()
 
         def tuner_probe(knob: Knob, search: KnobSearch = search, r: int = r) -> AppSample:
