@@ -20,6 +20,7 @@ import ctypes
 import hashlib
 import mmap
 import os
+import signal
 import struct
 import sys
 from dataclasses import dataclass
@@ -27,6 +28,7 @@ from pathlib import Path
 
 _COUNT = struct.Struct("<Q")
 WORK_BYTES = 16 * 1024
+_PR_SET_PDEATHSIG = 1
 
 
 @dataclass(frozen=True)
@@ -80,7 +82,19 @@ class AppCounter:
         self.path.unlink(missing_ok=True)
 
 
+def _die_with_parent() -> None:
+    """A job left behind by a killed testbed would hold its CPU at the group's weight: the kernel
+    kills it when its parent goes (prctl PR_SET_PDEATHSIG)."""
+    parent = os.getppid()
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG)")
+    if os.getppid() != parent:  # the parent went before the prctl took hold
+        raise SystemExit(1)
+
+
 def run_job(counter: str, cpu: int, nice: int) -> None:
+    _die_with_parent()
     os.sched_setaffinity(0, {cpu})
     os.setpriority(os.PRIO_PROCESS, 0, nice)
     buf = os.urandom(WORK_BYTES)
