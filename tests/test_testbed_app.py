@@ -12,6 +12,7 @@ import random
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -263,3 +264,33 @@ def test_a_search_without_threads_does_not_try_them() -> None:
     search = KnobSearch("latency", threaded=False)
     run_search(search, lambda k: (300.0 + k.gro_ns / 1000.0, 0.2, 5000.0))
     assert not any("threaded" in str(t["knob"]) for t in search.trace)
+
+
+def test_the_job_dies_with_its_parent(tmp_path: Path) -> None:
+    """A testbed killed with -9 must not leave its job spinning on the CPU."""
+    counter = AppCounter.create(str(tmp_path))
+    parent = subprocess.Popen(["sh", "-c", f"{sys.executable} -m vftune.testbed.appjob --counter {counter.path} "
+                               f"--cpu {sorted(os.sched_getaffinity(0))[0]} --parent $$ & echo $!; wait"],
+                              stdout=subprocess.PIPE, text=True)
+    assert parent.stdout is not None
+    job = int(parent.stdout.readline())
+    assert parent.stdout.readline().strip() == "ready"  # counting, its parent's death armed
+    parent.kill()
+    parent.wait(timeout=5)
+    deadline = time.monotonic() + 10.0
+    while time.monotonic() < deadline:  # gone, or a zombie waiting for init to reap it
+        try:
+            state = Path(f"/proc/{job}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except FileNotFoundError:
+            break
+        if state in ("Z", "X"):
+            break
+        time.sleep(0.05)
+    else:
+        os.kill(job, 9)
+        pytest.fail("the job outlived its parent by 10 s")
+    # A parent that went before the job armed its death signal: the job does not start.
+    late = subprocess.run([sys.executable, "-m", "vftune.testbed.appjob", "--counter", str(counter.path),
+                           "--cpu", "0", "--parent", "1"], capture_output=True, text=True, timeout=30)
+    assert late.returncode == 1 and "ready" not in late.stdout
+    counter.remove()

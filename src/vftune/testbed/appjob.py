@@ -82,10 +82,9 @@ class AppCounter:
         self.path.unlink(missing_ok=True)
 
 
-def _die_with_parent() -> None:
+def _die_with_parent(parent: int) -> None:
     """A job left behind by a killed testbed would hold its CPU at the group's weight: the kernel
     kills it when its parent goes (prctl PR_SET_PDEATHSIG)."""
-    parent = os.getppid()
     libc = ctypes.CDLL(None, use_errno=True)
     if libc.prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0) != 0:
         raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG)")
@@ -93,8 +92,8 @@ def _die_with_parent() -> None:
         raise SystemExit(1)
 
 
-def run_job(counter: str, cpu: int, nice: int) -> None:
-    _die_with_parent()
+def run_job(counter: str, cpu: int, nice: int, parent: int | None = None) -> None:
+    _die_with_parent(os.getppid() if parent is None else parent)
     os.sched_setaffinity(0, {cpu})
     os.setpriority(os.PRIO_PROCESS, 0, nice)
     buf = os.urandom(WORK_BYTES)
@@ -111,9 +110,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--counter", required=True, help="file holding the u64 count of units done")
     p.add_argument("--cpu", type=int, required=True, help="the CPU the job is pinned to")
     p.add_argument("--nice", type=int, default=0)
+    p.add_argument("--parent", type=int, default=None, help="the starting process: the job dies with it")
     args = p.parse_args(argv)
     try:
-        run_job(args.counter, args.cpu, args.nice)
+        run_job(args.counter, args.cpu, args.nice, args.parent)
     except KeyboardInterrupt:
         return 0
     except OSError as exc:

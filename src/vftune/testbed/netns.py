@@ -145,7 +145,7 @@ class Testbed:
         self.group.add(self.server_pid)
         self.counter = AppCounter.create("/dev/shm" if os.path.isdir("/dev/shm") else tempfile.gettempdir())
         self.job = subprocess.Popen([sys.executable, "-m", "vftune.testbed.appjob", "--counter", str(self.counter.path),
-                                     "--cpu", str(app.cpu), "--nice", str(app.nice)],
+                                     "--cpu", str(app.cpu), "--nice", str(app.nice), "--parent", str(os.getpid())],
                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         assert self.job.stdout is not None and self.job.stderr is not None
         self.group.add(self.job.pid)
