@@ -10,6 +10,7 @@ import signal
 import socket
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -124,3 +125,41 @@ def test_a_signal_removes_the_namespaces(sig: signal.Signals) -> None:
     assert proc.returncode == 128 + sig
     assert "interrupted" in err and "Traceback" not in err
     assert not {match.group(1), match.group(2)} & _netns_names()
+
+
+@pytest.mark.root
+def test_competing_app_one_probe_counts_the_job_and_cleans_up() -> None:
+    why = _netns_works()
+    if why:
+        pytest.skip(why)
+    if (os.cpu_count() or 1) < 2:
+        pytest.skip("the competing job and the client need two CPUs")
+    from vftune.testbed.appjob import AppSpec
+    from vftune.testbed.knob import Knob
+    from vftune.testbed.measure import LoadSpec, measure
+    from vftune.testbed.netns import Testbed, TestbedError
+
+    load = LoadSpec(rate=2000.0, conns=2, warmup_s=0.2, window_s=0.5, tick_s=0.0001)
+    try:
+        tb = Testbed(app=AppSpec(cpu=1, client_cpu=0)).__enter__()
+    except TestbedError as exc:  # e.g. no cgroup cpu controller on this machine
+        pytest.skip(str(exc))
+    try:
+        assert tb.group is not None and tb.job is not None and tb.counter is not None
+        group, job_pid, counter = tb.group.path, tb.job.pid, tb.counter.path
+        assert {tb.server_pid, job_pid} <= set(tb.group.pids())
+        assert os.sched_getaffinity(tb.server_pid) == os.sched_getaffinity(job_pid) == {1}
+        rps = tb.ns_exec(tb.ns_b, ["cat", f"/sys/class/net/{tb.dev_b}/queues/rx-0/rps_cpus"])
+        assert int(rps.strip().replace(",", ""), 16) == 0b10  # the server's receive work on its CPU
+        point = measure(tb, Knob(1, 200_000), load)
+        assert point.app_ops_per_s is not None and point.app_ops_per_s > 0
+        assert point.lost == 0 and point.received > 0
+        state = Path(f"/proc/{job_pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        assert state == "T"  # stopped between probes: the job takes the CPU only while measured
+        knob_a = tb.ns_exec(tb.ns_a, ["cat", f"/sys/class/net/{tb.dev_a}/gro_flush_timeout"]).strip()
+        assert knob_a == "0"  # the knob is the receiver's: the client's end keeps the stock setting
+    finally:
+        tb.__exit__(None, None, None)
+    assert not group.exists() and not counter.exists()
+    with pytest.raises(ProcessLookupError):
+        os.kill(job_pid, 0)

@@ -38,6 +38,8 @@ from vftune.testbed.objective import Constrained, cpu_per_bit, make_objective, p
 NO_DEFERRAL_CODE = 1_000_000  # the incumbent's place on the axis: a 1-us flush, i.e. none
 
 Sample = tuple[float, float, float]  # p99 us, cpu cores, delivered requests/s
+# ... and with a competing application, the job's units of work per second
+AppSample = tuple[float, float, float, float | None]
 
 
 @dataclass(frozen=True)
@@ -51,6 +53,9 @@ class KnobSearchConfig:
     # between repeats on the testbed (CPU of the testbed's tasks ~10-14%, a window's p99 ~20-50%).
     cpu_margin: float = 0.10
     p99_margin: float = 0.20
+    # The job's progress (competing app) between paired windows at one setting: 2-11% apart
+    # with the testbed's CPU group (without it, 40-160%), so the CPU's margin serves.
+    app_margin: float = 0.10
     rel_tolerance: float = 0.5  # TunerOptions: stop when the bracket's high/low is within 1 + this
     guard: float = 0.15  # efficiency: the tuner holds the p99 bound this much inside the limit
     request_bytes: int = 64  # for CPU per bit
@@ -61,17 +66,19 @@ class KnobSearchConfig:
         if not 1 <= self.baseline_probes <= self.max_probes - self.mode_probes - 3:
             raise ValueError(f"baseline_probes must be 1..max_probes-mode_probes-3, got {self.baseline_probes}")
 
-    def margin(self, objective: Objective) -> float:
+    def margin(self, objective: Objective, competing_app: bool = False) -> float:
+        if competing_app:
+            return self.app_margin
         return self.cpu_margin if objective is Objective.EFFICIENCY else self.p99_margin
 
-    def tuner_options(self, objective: Objective) -> TunerOptions:
+    def tuner_options(self, objective: Objective, competing_app: bool = False) -> TunerOptions:
         """The options an operator would give the agent on this host."""
-        return TunerOptions(margin=self.margin(objective), rel_tolerance=self.rel_tolerance, quantize=False,
-                            max_probes=self.max_probes - self.baseline_probes - self.mode_probes)
+        return TunerOptions(margin=self.margin(objective, competing_app), rel_tolerance=self.rel_tolerance,
+                            quantize=False, max_probes=self.max_probes - self.baseline_probes - self.mode_probes)
 
-    def search_config(self, objective: Objective) -> itr_search.SearchConfig:
+    def search_config(self, objective: Objective, competing_app: bool = False) -> itr_search.SearchConfig:
         """The agent's SearchConfig for this objective, built as SearchTuner builds it, on this axis."""
-        cfg = Goal(objective).search_config(self.tuner_options(objective).search_config())
+        cfg = Goal(objective).search_config(self.tuner_options(objective, competing_app).search_config())
         # The testbed's contract is a hard budget: the agent's extra recheck beyond it is off.
         return replace(cfg, quantize=_quantize, strict_budget=True)
 
@@ -95,9 +102,12 @@ def _quantize(rate: float) -> float:
     return 1e6 / max(1, round(1e6 / rate))
 
 
-def mode_variants(choice: Knob) -> list[Knob]:
+def mode_variants(choice: Knob, threaded: bool = True) -> list[Knob]:
     """The settings off the axis next to the axis's choice: threaded flipped first (the sweep's
-    other half), then defer 0 at the same timeout, with and without threads."""
+    other half), then defer 0 at the same timeout, with and without threads; without
+    ``threaded`` (a competing app's sweep leaves threads out) only defer 0."""
+    if not threaded:
+        return [] if choice.no_deferral else [Knob(0, choice.gro_ns, choice.threaded)]
     if choice.no_deferral:
         return [Knob(0, 0, not choice.threaded)]
     return [Knob(choice.defer, choice.gro_ns, not choice.threaded), Knob(0, choice.gro_ns, choice.threaded),
@@ -105,23 +115,29 @@ def mode_variants(choice: Knob) -> list[Knob]:
 
 
 class KnobSearch:
-    """Ask for a knob, tell a measurement (p99 us, cpu cores, delivered requests/s); ``choice``
-    once done.
+    """Ask for a knob, tell a measurement (p99 us, cpu cores, delivered requests/s and, with a
+    competing app, the job's units of work per second); ``choice`` once done.
 
     ``objective`` with ``latency_bound_us`` (efficiency only; default twice the incumbent's p99)
     or a CPU budget (latency; default the incumbent's CPU plus the noise margin).
+    ``competing_app`` (efficiency): the job's progress in place of CPU, and the incumbent's
+    goodput held (objective.py). ``threaded``: whether the modes stage may try threaded NAPI.
     """
 
     def __init__(self, objective: str | Objective, cfg: KnobSearchConfig = KnobSearchConfig(),
-                 latency_bound_us: float | None = None) -> None:
+                 latency_bound_us: float | None = None, competing_app: bool = False, threaded: bool = True) -> None:
         self.cfg = cfg
         self.goal_objective = parse_objective(objective)
+        if competing_app and self.goal_objective is not Objective.EFFICIENCY:
+            raise ValueError(f"a competing app's progress is efficiency's measure, not {self.goal_objective.value}'s")
+        self.competing_app = competing_app
+        self.threaded = threaded and not competing_app
         self.objective_name = self.goal_objective.value
         self.latency_bound_us = latency_bound_us
         self.objective: Constrained | None = None  # known after the baseline
         self._inner: Constrained | None = None  # the same, held `guard` inside (what the search sees)
-        self.search_config = cfg.search_config(self.goal_objective)
-        self._baseline: list[Sample] = []
+        self.search_config = cfg.search_config(self.goal_objective, competing_app)
+        self._baseline: list[AppSample] = []
         self._search: ItrSearch | None = None
         self._axis_choice: Knob | None = None
         self._modes: list[Knob] = []
@@ -148,29 +164,34 @@ class KnobSearch:
             return None
         return pending
 
-    def tell(self, knob: Knob, p99_us: float, cpu: float, rate: float) -> None:
+    def tell(self, knob: Knob, p99_us: float, cpu: float, rate: float, app_ops: float | None = None) -> None:
+        if self.competing_app and (app_ops is None or not math.isfinite(app_ops)):
+            raise ValueError(f"competing app: the job's progress at {knob.label} is missing")
+        seen: dict[str, object] = {"knob": knob.label, "p99_us": p99_us, "cpu": cpu, "rate": rate}
+        if self.competing_app:
+            seen["app_ops_per_s"] = app_ops
         if self._search is None:
             if knob != NO_DEFERRAL:
                 raise ValueError(f"baseline probe must be no deferral, got {knob.label}")
-            self._baseline.append((p99_us, cpu, rate))
-            self.trace.append({"knob": knob.label, "p99_us": p99_us, "cpu": cpu, "rate": rate, "phase": "baseline"})
+            self._baseline.append((p99_us, cpu, rate, app_ops))
+            self.trace.append({**seen, "phase": "baseline"})
             if len(self._baseline) >= self.cfg.baseline_probes:
                 self._start_search()
             return
+        assert self._inner is not None
         code = self._search.ask()
-        tp, cpb = self._throughput(p99_us, cpu, rate), cpu_per_bit(cpu, rate, self.cfg.request_bytes)
+        tp = self._throughput(p99_us, cpu, rate)
+        cpb = cpu_per_bit(self._inner.search_cost(cpu, app_ops), rate, self.cfg.request_bytes)
         if code is None:
             if knob != self._mode_pending():
                 raise ValueError(f"tell({knob.label}) does not match the probe asked")
             self._mode_samples.setdefault(knob, []).append((tp, cpb))
-            self.trace.append({"knob": knob.label, "p99_us": p99_us, "cpu": cpu, "rate": rate,
-                               "throughput": round(tp, 3), "phase": "mode"})
+            self.trace.append({**seen, "throughput": round(tp, 3), "phase": "mode"})
             self._judge_mode(knob)
             return
         if knob != knob_for(code):
             raise ValueError(f"tell({knob.label}) does not match the probe asked")
-        self.trace.append({"knob": knob.label, "p99_us": p99_us, "cpu": cpu, "rate": rate,
-                           "throughput": round(tp, 3), "phase": self._search.phase})
+        self.trace.append({**seen, "throughput": round(tp, 3), "phase": self._search.phase})
         self._search.tell(code, tp, cpb)
 
     @property
@@ -204,16 +225,17 @@ class KnobSearch:
         # The better of the baseline windows, for the constraint and for the incumbent: a hiccup
         # in one window must neither loosen the bound nor make every setting look better than
         # the stock one (a costly first minute once made a mediocre timeout look 71% better).
-        p99 = min(p for p, _, _ in self._baseline)
-        cpu = min(c for _, c, _ in self._baseline)
-        rate = max(r for _, _, r in self._baseline)
+        p99 = min(p for p, _, _, _ in self._baseline)
+        cpu = min(c for _, c, _, _ in self._baseline)
+        rate = max(r for _, _, r, _ in self._baseline)
+        app_ops = max((a for _, _, _, a in self._baseline if a is not None), default=None)
         # Latency's CPU budget allows the CPU's own noise margin over the incumbent's CPU.
         self.objective = make_objective(self.goal_objective, p99, cpu, cpu_noise=self.cfg.cpu_margin,
-                                        latency_bound_us=self.latency_bound_us)
+                                        latency_bound_us=self.latency_bound_us,
+                                        baseline_rate=rate if self.competing_app else None)
         # The tuner's own constraint sits `guard` inside the limit: its final choice is judged
         # on fresh windows whose p99 can land above what the search saw.
-        if self.objective.objective is Objective.EFFICIENCY:
-            assert self.objective.p99_bound_us is not None
+        if self.objective.objective is Objective.EFFICIENCY and self.objective.p99_bound_us is not None:
             self._inner = replace(self.objective, p99_bound_us=self.objective.p99_bound_us * (1.0 - self.cfg.guard))
         else:
             self._inner = self.objective
@@ -221,7 +243,7 @@ class KnobSearch:
         self._search = ItrSearch(
             low, high, config=self.search_config, incumbent=NO_DEFERRAL_CODE,
             incumbent_throughput=self._throughput(p99, cpu, rate),
-            incumbent_cpu_per_bit=cpu_per_bit(cpu, rate, self.cfg.request_bytes),
+            incumbent_cpu_per_bit=cpu_per_bit(self._inner.search_cost(cpu, app_ops), rate, self.cfg.request_bytes),
         )
 
     def _throughput(self, p99_us: float, cpu: float, rate: float) -> float:
@@ -240,7 +262,7 @@ class KnobSearch:
         judged or the budget is spent."""
         if self._axis_choice is None:
             self._axis_choice = self._axis_now()
-            self._modes = mode_variants(self._axis_choice)
+            self._modes = mode_variants(self._axis_choice, threaded=self.threaded)
             self._mode_best = (self._axis_choice, *self._axis_result())
         if self._final is not None:
             return None
@@ -295,13 +317,15 @@ class KnobSearch:
             self._verdict = "no budget left for the modes"
 
 
-def run_search(search: KnobSearch, measure: Callable[[Knob], Sample]) -> Knob:
-    """Drive a search to convergence with ``measure(knob) -> (p99_us, cpu, rate)``."""
+def run_search(search: KnobSearch, measure: Callable[[Knob], Sample | AppSample]) -> Knob:
+    """Drive a search to convergence with ``measure(knob) -> (p99_us, cpu, rate[, app_ops])``."""
     while True:
         knob = search.ask()
         if knob is None:
             return search.choice
-        p99, cpu, rate = measure(knob)
+        sample = measure(knob)
+        p99, cpu, rate = sample[:3]
+        app_ops = sample[3] if len(sample) > 3 else None
         if not (math.isfinite(p99) and math.isfinite(cpu) and math.isfinite(rate)):
             raise ValueError(f"measurement at {knob.label} is not finite: p99={p99}, cpu={cpu}, rate={rate}")
-        search.tell(knob, p99, cpu, rate)
+        search.tell(knob, p99, cpu, rate, app_ops)

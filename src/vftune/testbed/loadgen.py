@@ -26,6 +26,7 @@ import struct
 import sys
 import time
 
+from vftune.testbed.appjob import CounterReader
 from vftune.testbed.procstat import CpuTicks, cpu_use, read_proc_stat
 from vftune.testbed.stats import percentile
 
@@ -105,8 +106,12 @@ def task_runtime_ns(pids: list[int]) -> int:
 
 
 def run_client(addr: str, port: int, mode: str, rate: float, conns: int, warmup: float, window: float,
-               size: int, pids: list[int] | None = None, tick: float = 0.001) -> dict[str, object]:
+               size: int, pids: list[int] | None = None, tick: float = 0.001,
+               app_counter: str | None = None) -> dict[str, object]:
+    """One window of load; with ``app_counter`` (appjob's counter file) also the competing job's
+    units of work per second over the same window and its slices."""
     pids = [os.getpid(), *(pids or [])]
+    counter = CounterReader(app_counter) if app_counter else None
     socks = []
     for _ in range(conns):
         s = socket.create_connection((addr, port), timeout=5)
@@ -147,6 +152,8 @@ def run_client(addr: str, port: int, mode: str, rate: float, conns: int, warmup:
     stat_start: CpuTicks | None = None
     stat_end: CpuTicks | None = None
     task_start = task_end = task_prev = 0
+    app_start = app_end = app_prev = 0
+    slice_app: list[float] = []
     next_slice = win_start
     if mode == "closed":
         for s in socks:
@@ -156,15 +163,23 @@ def run_client(addr: str, port: int, mode: str, rate: float, conns: int, warmup:
         if stat_start is None and now >= win_start:
             stat_start = read_proc_stat()
             task_start = task_prev = task_runtime_ns(pids)
+            if counter is not None:
+                app_start = app_prev = counter.read()
             next_slice = win_start + slice_ns
         elif stat_start is not None and now >= next_slice and len(slice_cpu) < n_slices:
             cur = task_runtime_ns(pids)
             slice_cpu.append((cur - task_prev) / slice_ns)
             task_prev = cur
+            if counter is not None:
+                ops = counter.read()
+                slice_app.append((ops - app_prev) / SLICE_S)
+                app_prev = ops
             next_slice += slice_ns
         if stat_start is not None and stat_end is None and now >= win_end:
             stat_end = read_proc_stat()  # the window's close; the drain after it is not counted
             task_end = task_runtime_ns(pids)
+            if counter is not None:
+                app_end = counter.read()
         if now >= drain_end:
             break
         wait_ns = min(next_slice if len(slice_cpu) < n_slices else drain_end, drain_end) - now
@@ -201,19 +216,27 @@ def run_client(addr: str, port: int, mode: str, rate: float, conns: int, warmup:
     if stat_end is None:
         stat_end = read_proc_stat()
         task_end = task_runtime_ns(pids)
+        if counter is not None:
+            app_end = counter.read()
     for s in socks:
         s.close()
+    if counter is not None:
+        counter.close()
     if tfd >= 0:
         os.close(tfd)
     cpu = cpu_use(stat_start, stat_end)
     latencies.sort()
     us = [v / 1000.0 for v in latencies]
     series = []
-    for lat_slice, task_cpu in zip(slice_lat, slice_cpu):
+    for i, (lat_slice, task_cpu) in enumerate(zip(slice_lat, slice_cpu)):
         lat_slice.sort()
-        series.append([round(percentile(lat_slice, 50) / 1000.0, 1) if lat_slice else None,
-                       round(percentile(lat_slice, 99) / 1000.0, 1) if lat_slice else None,
-                       len(lat_slice), round(task_cpu, 3)])
+        row: list[object] = [round(percentile(lat_slice, 50) / 1000.0, 1) if lat_slice else None,
+                             round(percentile(lat_slice, 99) / 1000.0, 1) if lat_slice else None,
+                             len(lat_slice), round(task_cpu, 3)]
+        if counter is not None:
+            row.append(round(slice_app[i], 1) if i < len(slice_app) else None)
+        series.append(row)
+    app: dict[str, object] = {"app_ops_per_s": round((app_end - app_start) / window, 1)} if counter is not None else {}
     return {
         "mode": mode, "conns": conns, "offered_rate": rate if mode == "open" else None,
         "window_s": window, "sent": sent_in_window, "received": len(latencies),
@@ -221,7 +244,8 @@ def run_client(addr: str, port: int, mode: str, rate: float, conns: int, warmup:
         "latency_us_p50": percentile(us, 50), "latency_us_p90": percentile(us, 90),
         "latency_us_p99": percentile(us, 99), "latency_us_p999": percentile(us, 99.9),
         "cpu": {**cpu.as_dict(), "tasks": round((task_end - task_start) / 1e9 / window, 4)},
-        "series": series,  # per 100 ms slice: p50 us, p99 us, requests, testbed task cores
+        "series": series,  # per 100 ms slice: p50 us, p99 us, requests, testbed task cores[, job ops/s]
+        **app,
     }
 
 
@@ -242,6 +266,8 @@ def main(argv: list[str] | None = None) -> int:
     pc.add_argument("--size", type=int, default=64)
     pc.add_argument("--tick", type=float, default=0.001, help="open loop: send what is due every this many s")
     pc.add_argument("--pids", default="", help="comma-separated tasks whose CPU time counts (server, NAPI threads)")
+    pc.add_argument("--app-counter", default=None, help="the competing job's counter file (appjob)")
+    pc.add_argument("--cpu", type=int, default=None, help="pin the client to this CPU")
     args = p.parse_args(argv)
     if args.role == "server":
         serve(args.bind, args.port)
@@ -249,9 +275,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.size < _HEADER.size:
         print(f"--size {args.size}: must be at least {_HEADER.size} bytes", file=sys.stderr)
         return 2
+    if args.cpu is not None:
+        os.sched_setaffinity(0, {args.cpu})
     result = run_client(args.connect, args.port, args.mode, args.rate, args.conns, args.warmup,
                         args.window, args.size, [int(p) for p in args.pids.split(",") if p],
-                        args.tick)
+                        args.tick, args.app_counter)
     print(json.dumps(result))
     return 0
 

@@ -13,14 +13,19 @@ import contextlib
 import os
 import re
 import secrets
+import signal
 import subprocess
 import sys
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO
+from typing import IO, TYPE_CHECKING
 
+from vftune.testbed.appjob import AppCounter, AppSpec
 from vftune.testbed.knob import Knob
+
+if TYPE_CHECKING:
+    from vftune.testbed.cpugroup import CpuGroup
 
 SERVER_PORT = 7100
 # The load client and server run at nice -20: on a machine shared with other work, EEVDF
@@ -73,6 +78,10 @@ class Testbed:
     server: subprocess.Popen[str] | None = None
     _server_log: IO[str] | None = None
     _created: list[str] = field(default_factory=list)
+    app: AppSpec | None = None  # a competing job on the server's CPU (and the client on another)
+    job: subprocess.Popen[str] | None = None
+    counter: AppCounter | None = None
+    group: CpuGroup | None = None
 
     def __post_init__(self) -> None:
         self.ns_a, self.ns_b = f"vftb-{self.tag}-a", f"vftb-{self.tag}-b"
@@ -111,6 +120,53 @@ class Testbed:
             # GRO on gives each veth receive queue its NAPI instance.
             self.ns_exec(ns, ["ethtool", "-K", dev, "tso", "off", "gro", "on"])
         self.start_server()
+        if self.app is not None:
+            self.start_job(self.app)
+
+    def start_job(self, app: AppSpec) -> None:
+        """The competing job on the server's CPU, both in the testbed's CPU group; stopped
+        (SIGSTOP) except during probes, so it takes the CPU only while it is measured."""
+        from vftune.testbed.cpugroup import CpuGroup
+
+        if max(app.cpu, app.client_cpu) >= (os.cpu_count() or 1):
+            raise TestbedError(f"the competing job needs CPUs {app.cpu} and {app.client_cpu}; "
+                               f"this machine has {os.cpu_count()}")
+        # Receive processing where a NIC's interrupt would put it: veth runs a queue's NAPI on
+        # the sending CPU, so RPS steers each end's received packets to its own side's CPU (an
+        # IPI per NAPI poll, the receiver's "interrupt") and the knob is set on the server's
+        # end only (the receiver's NIC; the client stands for remote senders).
+        for (ns, dev), cpu in zip(self.ends(), (app.client_cpu, app.cpu)):
+            path = f"/sys/class/net/{dev}/queues/rx-0/rps_cpus"
+            got = self.ns_exec(ns, ["sh", "-c", f"echo {1 << cpu:x} > {path}; cat {path}"]).strip()
+            if int(got.replace(",", ""), 16) != 1 << cpu:
+                raise TestbedError(f"{path}: wrote {1 << cpu:x}, read back {got}")
+        self.group = CpuGroup.create(f"vftb-{self.tag}")
+        self.pin_server(app.cpu)
+        self.group.add(self.server_pid)
+        self.counter = AppCounter.create("/dev/shm" if os.path.isdir("/dev/shm") else tempfile.gettempdir())
+        self.job = subprocess.Popen([sys.executable, "-m", "vftune.testbed.appjob", "--counter", str(self.counter.path),
+                                     "--cpu", str(app.cpu), "--nice", str(app.nice), "--parent", str(os.getpid())],
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        assert self.job.stdout is not None and self.job.stderr is not None
+        self.group.add(self.job.pid)
+        line = self.job.stdout.readline()  # "ready" once pinned and counting
+        if line.strip() != "ready":
+            self.job.wait(timeout=5)
+            err = self.job.stderr.read().strip().splitlines()
+            raise TestbedError(f"competing job did not start: {err[-1] if err else line.strip() or 'no output'}")
+        self.job.send_signal(signal.SIGSTOP)
+
+    def job_running(self, on: bool) -> None:
+        """Let the competing job run (a probe starts) or stop it (the probe is over)."""
+        if self.job is None:
+            return
+        if self.job.poll() is not None:
+            raise TestbedError(f"the competing job exited (status {self.job.returncode})")
+        self.job.send_signal(signal.SIGCONT if on else signal.SIGSTOP)
+
+    def add_to_group(self, pid: int) -> None:
+        if self.group is not None:
+            self.group.add(pid)
 
     def start_server(self) -> None:
         self._server_log = tempfile.TemporaryFile(mode="w+")  # noqa: SIM115 - lives as long as the server
@@ -132,7 +188,16 @@ class Testbed:
         return lines[-1] if lines else f"exit {self.server.returncode}"
 
     def teardown(self) -> None:
-        """Idempotent: stop the server, delete both namespaces (and with them the veth pair)."""
+        """Idempotent: stop the job and the server, remove the CPU group, delete both namespaces
+        (and with them the veth pair)."""
+        if self.job is not None:
+            if self.job.poll() is None:
+                self.job.kill()  # SIGKILL ends a stopped process too
+                self.job.wait(timeout=5)
+            self.job = None
+        if self.counter is not None:
+            self.counter.remove()
+            self.counter = None
         if self.server is not None and self.server.poll() is None:
             self.server.terminate()
             try:
@@ -144,6 +209,9 @@ class Testbed:
         if self._server_log is not None:
             self._server_log.close()
             self._server_log = None
+        if self.group is not None:
+            self.group.remove()
+            self.group = None
         from pyroute2 import netns
 
         while self._created:
@@ -167,12 +235,13 @@ class Testbed:
     def ns_exec(self, ns: str, argv: list[str], timeout: float = 30.0) -> str:
         return _run(["ip", "netns", "exec", ns, *argv], timeout=timeout)
 
-    def ends(self) -> tuple[tuple[str, str], tuple[str, str]]:
+    def ends(self) -> tuple[tuple[str, str], ...]:
         return ((self.ns_a, self.dev_a), (self.ns_b, self.dev_b))
 
     def apply(self, knob: Knob) -> None:
-        """Write the knob on both veth ends and read it back; a mismatch is an error."""
-        for ns, dev in self.ends():
+        """Write the knob on both veth ends (with a competing job: the server's end) and read it
+        back; a mismatch is an error."""
+        for ns, dev in self.ends()[1:] if self.app is not None else self.ends():
             base = f"/sys/class/net/{dev}"
             attrs = knob.sysfs()
             script = "; ".join(f"echo {v} > {base}/{k}" for k, v in attrs.items())
@@ -206,6 +275,13 @@ class Testbed:
             if comm.startswith(("napi/" + self.dev_a, "napi/" + self.dev_b, "ksoftirqd/")):
                 pids.append(int(entry.name))
         return pids
+
+    def pin_server(self, cpu: int) -> None:
+        """Keep the echo server on one CPU (the competing application's)."""
+        try:
+            os.sched_setaffinity(self.server_pid, {cpu})
+        except OSError as exc:
+            raise TestbedError(f"cannot pin the load server to CPU {cpu}: {exc}") from None
 
     @property
     def server_pid(self) -> int:

@@ -11,6 +11,13 @@ Order of a run:
    then measured side by side with the sweep's best, alternating, ``eval_rounds`` times, and
    scored by the median of the per-round ratios (their range gives the spread);
 5. bulk TCP (iperf3) at no deferral and at each objective's choice.
+
+With a competing application (``RunConfig.app``) the server shares its CPU with a CPU-bound job
+(appjob.py) and every point carries the job's ``app_ops_per_s``; efficiency maximises it at the
+no-deferral goodput (objective.py); threaded NAPI is left out (its thread runs the receive work
+off the shared CPU, in the sweeps here at a p99 of 4-330 ms). A last stage measures the sweep's best
+against no deferral side by side (``trade_off``): the job's progress there, paired per round,
+with its bootstrap interval and sign test. Bulk TCP is not run (the job would not be measured).
 """
 
 from __future__ import annotations
@@ -22,16 +29,18 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 
-from vftune.testbed.adapter import KnobSearch, KnobSearchConfig, run_search
+from vftune.testbed.adapter import AppSample, KnobSearch, KnobSearchConfig, run_search
+from vftune.testbed.appjob import AppSpec
 from vftune.testbed.bulk import bulk, iperf3_available
 from vftune.testbed.knob import GRO_GRID_US, NO_DEFERRAL, Knob, sweep_grid
 from vftune.testbed.measure import LoadSpec, Measurement, measure
 from vftune.testbed.netns import Testbed, TestbedError
-from vftune.testbed.objective import Constrained, best_point, make_objective
-from vftune.testbed.stats import cv, rel_spread
+from vftune.testbed.objective import Constrained, PointValues, best_point, make_objective
+from vftune.testbed.stats import cv, paired_ratio, rel_spread
 
 TARGET_RATIO = 0.90
 TARGET_PROBES = 12
+SIGNIFICANCE = 0.05  # a trade-off is measured when its sign test is below this
 REACH = ("the agent's search: gro_flush_timeout with defer 1, no deferral as its incumbent; then, while the "
          "probe budget lasts, the other (defer, threaded) combinations at the chosen timeout "
          "(threaded no deferral when no deferral was chosen)")
@@ -52,6 +61,8 @@ class RunConfig:
     bulk_s: float = 3.0  # 0 = no bulk
     seed: int = 0
     search: KnobSearchConfig = field(default_factory=KnobSearchConfig)
+    app: AppSpec | None = None  # a competing job on the server's CPU
+    trade_off_rounds: int = 12  # competing app: paired rounds of the sweep's best against no deferral
 
 
 @dataclass
@@ -64,9 +75,24 @@ class Point:
     def med(self, attr: str) -> float:
         return float(statistics.median(float(getattr(m, attr)) for m in self.samples))
 
+    @property
+    def has_app(self) -> bool:
+        return bool(self.samples) and all(m.app_ops_per_s is not None for m in self.samples)
+
+    def values(self, app: bool) -> PointValues:
+        """The medians an objective judges: (knob, p99, cpu[, rate, job ops/s])."""
+        if app:
+            return self.knob, self.med("p99_us"), self.med("cpu"), self.med("rate"), self.med("app_ops_per_s")
+        return self.knob, self.med("p99_us"), self.med("cpu")
+
     def as_dict(self) -> dict[str, object]:
+        app: dict[str, object] = {}
+        if self.has_app:
+            app = {"app_ops_per_s": round(self.med("app_ops_per_s"), 1),
+                   "app_spread": round(rel_spread([float(m.app_ops_per_s or 0.0) for m in self.samples]), 3)}
         return {
             **self.knob.as_dict(),
+            **app,
             "latency_us_p50": round(self.med("p50_us"), 1),
             "latency_us_p99": round(self.med("p99_us"), 1),
             "rate": round(self.med("rate"), 1),
@@ -108,7 +134,12 @@ def _noise(points: list[Point], settle: dict[str, object | None]) -> dict[str, o
                 slices.append(cv(p99s))
     every = [m for p in points for m in p.samples]
     base = next((p for p in points if p.knob == NO_DEFERRAL), None)
+    app: dict[str, object] = {}
+    if multi and all(p.has_app for p in multi):
+        app = {"app_cv_median": round(statistics.median(cv([float(m.app_ops_per_s or 0.0) for m in p.samples])
+                                                        for p in multi), 3)}
     return {
+        **app,
         "cpu_cv_median": round(statistics.median(cv([m.cpu for m in p.samples]) for p in multi), 3) if multi else None,
         "p99_cv_median": round(statistics.median(cv([m.p99_us for m in p.samples]) for p in multi), 3) if multi else None,
         "p50_cv_median": round(statistics.median(cv([m.p50_us for m in p.samples]) for p in multi), 3) if multi else None,
@@ -125,7 +156,7 @@ def _noise(points: list[Point], settle: dict[str, object | None]) -> dict[str, o
 
 def run_testbed(cfg: RunConfig, progress: Progress = lambda _msg: None) -> dict[str, object]:
     started = time.monotonic()
-    with Testbed() as tb:
+    with Testbed(app=cfg.app) as tb:
         progress(f"testbed: namespaces {tb.ns_a}/{tb.ns_b}, veth {tb.dev_a}/{tb.dev_b}")
 
         def probe(knob: Knob, load: LoadSpec = cfg.load) -> Measurement:
@@ -157,7 +188,9 @@ def run_testbed(cfg: RunConfig, progress: Progress = lambda _msg: None) -> dict[
 
         # 3. The sweep.
         grid = sweep_grid(cfg.gro_us)
-        if not cfg.threaded:
+        # With a competing app the NAPI thread would run the receive work on the other CPU, out of
+        # the shared one the case is about, and queue there behind the machine's other work.
+        if not cfg.threaded or cfg.app is not None:
             grid = [k for k in grid if not k.threaded]
         points = {k: Point(k) for k in grid}
         rng = random.Random(cfg.seed)
@@ -167,8 +200,9 @@ def run_testbed(cfg: RunConfig, progress: Progress = lambda _msg: None) -> dict[
             for i, knob in enumerate(order):
                 m = probe(knob)
                 points[knob].samples.append(m)
+                job = f"  job {m.app_ops_per_s:8.0f}/s" if m.app_ops_per_s is not None else ""
                 progress(f"sweep {rep + 1}/{cfg.repeats} {i + 1:2d}/{len(order)} {knob.label:28s} "
-                         f"p50 {m.p50_us:7.1f} p99 {m.p99_us:7.1f} us  cpu {m.cpu:.3f}  busy {m.busy:.2f}")
+                         f"p50 {m.p50_us:7.1f} p99 {m.p99_us:7.1f} us  cpu {m.cpu:.3f}  busy {m.busy:.2f}{job}")
         sweep = list(points.values())
         base = points[NO_DEFERRAL]
         base_cpu_spread = rel_spread([m.cpu for m in base.samples])
@@ -181,8 +215,14 @@ def run_testbed(cfg: RunConfig, progress: Progress = lambda _msg: None) -> dict[
             tuners.append(summary)
             choices.append(summary.worst.choice)
 
+        trade: dict[str, object] | None = None
+        if cfg.app is not None:
+            best_eff = next((t.best for t in tuners if t.objective.app), None)
+            if best_eff is not None:
+                trade = trade_off(best_eff, probe, cfg.trade_off_rounds, rng, progress)
+
         bulk_rows = []
-        if cfg.bulk_s > 0 and iperf3_available():
+        if cfg.bulk_s > 0 and iperf3_available() and cfg.app is None:
             for knob in dict.fromkeys([NO_DEFERRAL, *choices]):
                 res = bulk(tb, knob, cfg.bulk_s)
                 bulk_rows.append(res.as_dict())
@@ -190,13 +230,15 @@ def run_testbed(cfg: RunConfig, progress: Progress = lambda _msg: None) -> dict[
 
     return {
         "load": cfg.load.as_dict(),
+        "competing_app": cfg.app.as_dict() if cfg.app is not None else None,
+        "trade_off": trade,
         "repeats": cfg.repeats,
         "sweep": [p.as_dict() for p in sweep],
         "tuner": tuners[0].as_dict() if tuners else None,
         "tuners": [t.as_dict() for t in tuners],
         "noise": noise,
         "bulk": bulk_rows if bulk_rows else None,
-        "targets": targets(tuners),
+        "targets": targets(tuners) + (trade_off_targets(trade) if trade is not None else []),
         "wall_s": round(time.monotonic() - started, 1),
     }
 
@@ -233,7 +275,7 @@ class TunerRun:
 @dataclass(frozen=True)
 class TunerSummary:
     objective: Constrained
-    bound_us: float
+    bound_us: float | None  # None: a competing app's efficiency without an explicit p99 bound
     best: Knob
     best_on_axis: Knob | None
     runs: list[TunerRun]
@@ -248,7 +290,7 @@ class TunerSummary:
         return {
             "objective": self.objective.name,
             "definition": self.objective.as_dict(),
-            "latency_bound_us": round(self.bound_us, 1),
+            "latency_bound_us": round(self.bound_us, 1) if self.bound_us is not None else None,
             "best": self.best.as_dict(),
             "best_on_tuner_axis": self.best_on_axis.as_dict() if self.best_on_axis else None,
             "reach": REACH,
@@ -265,25 +307,28 @@ class TunerSummary:
 
 def _tune(name: str, cfg: RunConfig, sweep: list[Point], points: dict[Knob, Point], base: Point,
           base_cpu_spread: float, probe: Callable[[Knob], Measurement], progress: Progress) -> TunerSummary:
+    app = cfg.app is not None and name == "efficiency"  # the job's progress is efficiency's measure
     obj = make_objective(name, base.med("p99_us"), base.med("cpu"), cpu_noise=base_cpu_spread,
-                         latency_bound_us=cfg.latency_bound_us)
-    bound = cfg.latency_bound_us or 2.0 * base.med("p99_us")
-    best = best_point(obj, [(p.knob, p.med("p99_us"), p.med("cpu")) for p in sweep])
+                         latency_bound_us=cfg.latency_bound_us, baseline_rate=base.med("rate") if app else None)
+    bound = obj.p99_bound_us if app else cfg.latency_bound_us or 2.0 * base.med("p99_us")
+    best = best_point(obj, [p.values(app) for p in sweep])
     if not isinstance(best, Knob):
         raise TestbedError(f"{name}: no setting of the sweep meets {obj.constraint}")
     axis = [p for p in sweep if p.knob == NO_DEFERRAL or (p.knob.defer == 1 and not p.knob.threaded)]
-    axis_best = best_point(obj, [(p.knob, p.med("p99_us"), p.med("cpu")) for p in axis])
+    axis_best = best_point(obj, [p.values(app) for p in axis])
     progress(f"{name}: minimise {obj.minimises} with {obj.constraint}; sweep best {best.label}")
     runs = []
     for r in range(cfg.runs):
-        search = KnobSearch(name, replace(cfg.search, request_bytes=cfg.load.size), cfg.latency_bound_us)
+        search = KnobSearch(name, replace(cfg.search, request_bytes=cfg.load.size), cfg.latency_bound_us,
+                            competing_app=app, threaded=cfg.threaded and cfg.app is None)  # as the sweep
         t0 = time.monotonic()
 
-        def tuner_probe(knob: Knob, search: KnobSearch = search, r: int = r) -> tuple[float, float, float]:
+        def tuner_probe(knob: Knob, search: KnobSearch = search, r: int = r) -> AppSample:
             m = probe(knob)
+            job = f" job {m.app_ops_per_s:.0f}/s" if m.app_ops_per_s is not None else ""
             progress(f"{name} run {r + 1} probe {search.probes + 1:2d} {knob.label:28s} "
-                     f"p99 {m.p99_us:7.1f} us cpu {m.cpu:.3f}")
-            return m.p99_us, m.cpu, m.rate
+                     f"p99 {m.p99_us:7.1f} us cpu {m.cpu:.3f}{job}")
+            return m.p99_us, m.cpu, m.rate, m.app_ops_per_s
 
         choice = run_search(search, tuner_probe)
         run = _judge(obj, bound, choice, best, search, time.monotonic() - t0, probe, cfg.eval_rounds,
@@ -292,12 +337,12 @@ def _tune(name: str, cfg: RunConfig, sweep: list[Point], points: dict[Knob, Poin
         progress(f"{name} run {r + 1}: {choice.label}, ratio {run.ratio_to_best:.3f} "
                  f"({run.probes} probes, {run.converge_s:.0f} s; {search.outcome})")
     agent_cfg = {k: ("inf" if isinstance(v, float) and math.isinf(v) else v)  # JSON has no infinity
-                 for k, v in asdict(cfg.search.search_config(obj.objective)).items() if k != "quantize"}
+                 for k, v in asdict(cfg.search.search_config(obj.objective, app)).items() if k != "quantize"}
     agent_cfg["bracket_per_s"] = [round(x) for x in cfg.search.bracket(obj.objective)]
     return TunerSummary(obj, bound, best, axis_best if isinstance(axis_best, Knob) else None, runs, agent_cfg)
 
 
-def _judge(obj: Constrained, bound: float, choice: Knob, best: Knob, search: KnobSearch, converge_s: float,
+def _judge(obj: Constrained, bound: float | None, choice: Knob, best: Knob, search: KnobSearch, converge_s: float,
            probe: Callable[[Knob], Measurement], rounds: int, explicit_bound: bool = False) -> TunerRun:
     """Measure the choice and the sweep's best side by side, alternating, and score the choice."""
     mine: list[Measurement] = []
@@ -307,7 +352,9 @@ def _judge(obj: Constrained, bound: float, choice: Knob, best: Knob, search: Kno
         theirs.append(mine[-1] if choice == best else probe(best))
     c_p99 = statistics.median(m.p99_us for m in mine)
     c_cpu = statistics.median(m.cpu for m in mine)
-    per_round = [obj.ratio(obj.value(t.p99_us, t.cpu), obj.value(m.p99_us, m.cpu)) for m, t in zip(mine, theirs)]
+    c_rate = statistics.median(m.rate for m in mine)
+    per_round = [obj.ratio(obj.value(t.p99_us, t.cpu, t.app_ops_per_s), obj.value(m.p99_us, m.cpu, m.app_ops_per_s))
+                 for m, t in zip(mine, theirs)]
     # The rounds are pairs (the two settings a few seconds apart), so the score is the median of
     # the per-round ratios: drift over minutes cancels inside a pair, where a ratio of the two
     # medians keeps it (measured on this machine: 36 rounds of three settings resampled to 12
@@ -319,11 +366,11 @@ def _judge(obj: Constrained, bound: float, choice: Knob, best: Knob, search: Kno
     # No deferral defines the default constraints (its own CPU, twice its own p99), so it meets
     # them by definition; a fresh window of it landing outside is the baseline's own noise.
     by_definition = choice == NO_DEFERRAL and not explicit_bound
-    feasible = by_definition or obj.feasible(c_p99, c_cpu)
+    feasible = by_definition or obj.feasible(c_p99, c_cpu, c_rate)
     return TunerRun(
         choice=choice, axis_choice=search.axis_choice, ratio_to_best=measured if feasible else 0.0, ratio_measured=measured,
         ratio_lo=1.0 if same else round(min(per_round), 3), ratio_hi=1.0 if same else round(max(per_round), 3),
-        choice_p99_us=c_p99, choice_cpu=c_cpu, feasible=feasible, within_bound=by_definition or c_p99 <= bound,
+        choice_p99_us=c_p99, choice_cpu=c_cpu, feasible=feasible, within_bound=by_definition or bound is None or c_p99 <= bound,
         probes=search.probes, converge_s=converge_s, outcome=search.outcome, trace=search.trace)
 
 
@@ -335,8 +382,62 @@ def targets(tuners: list[TunerSummary]) -> list[dict[str, object]]:
         name = t.objective.name
         out.append({"target": f"{name}: ratio_to_best >= {TARGET_RATIO} in each of {len(t.runs)} runs",
                     "ok": worst.ratio_to_best >= TARGET_RATIO, "detail": f"worst {worst.ratio_to_best:.3f}"})
-        out.append({"target": f"{name}: final choice within the latency bound in every run",
-                    "ok": all(r.within_bound for r in t.runs), "detail": f"bound {t.bound_us:.0f} us"})
+        if t.bound_us is not None:
+            out.append({"target": f"{name}: final choice within the latency bound in every run",
+                        "ok": all(r.within_bound for r in t.runs), "detail": f"bound {t.bound_us:.0f} us"})
+        else:
+            out.append({"target": f"{name}: final choice meets {t.objective.constraint} in every run",
+                        "ok": all(r.feasible for r in t.runs), "detail": "its goodput, measured side by side"})
         out.append({"target": f"{name}: converges in <= {TARGET_PROBES} probes",
                     "ok": probes <= TARGET_PROBES, "detail": f"max {probes}"})
     return out
+
+
+def trade_off(best: Knob, probe: Callable[[Knob], Measurement], rounds: int, rng: random.Random,
+              progress: Progress) -> dict[str, object]:
+    """The sweep's best against no deferral, side by side: ``rounds`` pairs, each pair in a
+    random order (so neither setting always follows the other), the job's progress and the
+    server's p99 and goodput per side."""
+    at_best: list[Measurement] = []
+    at_none: list[Measurement] = []
+    for r in range(rounds):
+        pair = [best, NO_DEFERRAL]
+        rng.shuffle(pair)
+        got = {k: probe(k) for k in pair}
+        at_best.append(got[best])
+        at_none.append(got[NO_DEFERRAL])
+        progress(f"trade-off {r + 1:2d}/{rounds}: job {got[best].app_ops_per_s:.0f}/s at {best.label}, "
+                 f"{got[NO_DEFERRAL].app_ops_per_s:.0f}/s at no deferral")
+    return summarise_trade_off(best, at_best, at_none)
+
+
+def summarise_trade_off(best: Knob, at_best: list[Measurement], at_none: list[Measurement],
+                        seed: int = 0) -> dict[str, object]:
+    def side(ms: list[Measurement]) -> dict[str, object]:
+        return {"app_ops_per_s": round(statistics.median(float(m.app_ops_per_s or 0.0) for m in ms), 1),
+                "app_cv": round(cv([float(m.app_ops_per_s or 0.0) for m in ms]), 3),
+                "latency_us_p50": round(statistics.median(m.p50_us for m in ms), 1),
+                "latency_us_p99": round(statistics.median(m.p99_us for m in ms), 1),
+                "rate": round(statistics.median(m.rate for m in ms), 1),
+                "cpu": round(statistics.median(m.cpu for m in ms), 4)}
+
+    if best == NO_DEFERRAL:
+        return {"best": best.as_dict(), "at_best": side(at_best), "at_no_deferral": side(at_none), "job_ratio": None,
+                "measurably_above": False, "why": "the sweep's best is no deferral"}
+    paired = paired_ratio([float(m.app_ops_per_s or 0.0) for m in at_best],
+                          [float(m.app_ops_per_s or 0.0) for m in at_none], seed=seed)
+    ci = paired["ci95"]
+    assert isinstance(ci, list)
+    p = float(paired["sign_test_p"])  # type: ignore[arg-type]
+    rounded = {k: (round(v, 4) if isinstance(v, float) else [round(x, 4) for x in v] if isinstance(v, list) else v)
+               for k, v in paired.items()}
+    return {"best": best.as_dict(), "at_best": side(at_best), "at_no_deferral": side(at_none), "job_ratio": rounded,
+            # measurably above: the bootstrap interval of the median ratio clears 1, and the
+            # sign test says the wins are not a coin's
+            "measurably_above": ci[0] > 1.0 and p < SIGNIFICANCE, "why": f"95% interval {ci[0]:.3f}-{ci[1]:.3f}, "
+            f"{paired['wins']} of {paired['rounds']} rounds above, sign test p = {p:.2g}"}
+
+
+def trade_off_targets(trade: dict[str, object]) -> list[dict[str, object]]:
+    return [{"target": "competing app: the job's progress at the sweep's best measurably above no deferral",
+             "ok": bool(trade["measurably_above"]), "detail": str(trade["why"])}]
