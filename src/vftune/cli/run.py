@@ -194,9 +194,18 @@ def run(config: RunConfig, host_factory: Callable[[RunConfig, Journal], HostDriv
             paths.make_private_dir(paths.state_dir())
         except OSError as exc:
             fail(f"state directory {paths.state_dir()}: {exc.strerror}; give --db PATH", 2)
+    from vftune.store.lock import Busy, WriterLock
+
+    writer = WriterLock(config.db)  # held until the process ends (os._exit drops it)
+    try:
+        writer.acquire()
+    except Busy as exc:
+        fail(f"--db {exc}", 1)
+    except OSError as exc:
+        fail(f"--db {config.db}: cannot take its lock {writer.path}: {exc.strerror}", 2)
     problem = check_writable(config.db)
     if problem:
-        fail(problem, 2)
+        fail(problem + restore_read_only(config, host_factory), 2)
 
     sock = bind(address)
     try:
@@ -211,14 +220,21 @@ def run(config: RunConfig, host_factory: Callable[[RunConfig, Journal], HostDriv
         journal = Journal(config.db)
     except (StoreError, JournalError) as exc:
         sock.close()
-        fail(f"--db {config.db}: {exc}", 2)
+        fail(f"--db {config.db}: {exc}" + restore_read_only(config, host_factory), 2)
+    detail = config.detail
+    if journal.untrusted:
+        log.error("the write journal in %s lost %d entr%s a run left (database or WAL deleted, truncated or "
+                  "garbled; %s lists them): their originals are unknown, so vftune will not write them until "
+                  "an operator checks them and runs `vftune restore --accept-current`", config.db,
+                  len(journal.untrusted), "y" if len(journal.untrusted) == 1 else "ies", journal_marker(config.db))
+        detail += f" journal-lost={len(journal.untrusted)}"
     try:
         host = host_factory(config, journal)
         agent = Agent(host, store, policy_factory, pf_factory,
                       AgentConfig(interval=config.interval, max_interval_us={} if config.max_interval_us is None
                                   else {"*": config.max_interval_us}, keep_warm_s=config.keep_warm_s),
                       rules=file_rules)
-        agent.start(config.detail)  # first of all: restore what an unfinished run left
+        agent.start(detail)  # first of all: restore what an unfinished run left
     except PolicyError as exc:
         store.close()
         sock.close()
@@ -242,10 +258,22 @@ def run(config: RunConfig, host_factory: Callable[[RunConfig, Journal], HostDriv
         """SIGTERM's order: the tick loop stops, every written value is put back (and recorded),
         then the API stops taking requests and gives those in flight DRAIN_S."""
         sdnotify.notify("STOPPING=1")
-        if worker is not None:
-            worker.join(STOP_JOIN_S)
-        restored.extend(agent.shutdown())
-        stopped.set()
+        # A database another process holds or a full disk must not make the stop wait (the
+        # unit's TimeoutStopSec) or end it early: the restore needs only the journal's reads.
+        journal.hurry()
+        store.hurry()
+        try:
+            if worker is not None:
+                worker.join(STOP_JOIN_S)
+            restored.extend(agent.shutdown())
+            if journal.kept:
+                log.error("%d restored setting(s) are still in the write journal (%s): the next start or "
+                          "`vftune restore` writes their originals again", journal.kept, journal.unwritable)
+        except Exception as exc:  # never leave the stop half done without a word
+            log.exception("stop failed")
+            crashed.append(exc)
+        finally:
+            stopped.set()
         if api is not None:
             api.drain(DRAIN_S + 0.5)
 
@@ -272,7 +300,11 @@ def run(config: RunConfig, host_factory: Callable[[RunConfig, Journal], HostDriv
         if api is not None:
             api.kill()
         logging.shutdown()
-        os._exit(1 if crashed else 0)
+        os._exit(exit_code())
+
+    def exit_code() -> int:
+        """1 when the loop crashed or restored entries could not be forgotten (said at ERROR)."""
+        return 1 if crashed or journal.kept else 0
 
     signal.signal(signal.SIGTERM, request_stop)
     signal.signal(signal.SIGINT, request_stop)
@@ -343,7 +375,45 @@ def run(config: RunConfig, host_factory: Callable[[RunConfig, Journal], HostDriv
         logging.shutdown()
     sys.stdout.flush()
     sys.stderr.flush()
-    os._exit(1 if crashed else 0)
+    os._exit(exit_code())
+
+
+def journal_marker(db: str) -> str:
+    from vftune.store.journal import MARKER_SUFFIX
+
+    return db + MARKER_SUFFIX
+
+
+def restore_read_only(config: RunConfig, host_factory: Callable[[RunConfig, Journal], HostDriver]) -> str:
+    """The history file cannot be written: still put back what its journal holds (read-only)
+    before refusing to run. Returns what was done, as the tail of the one-line refusal."""
+    from vftune.store.journal import Journal, JournalError
+
+    if config.sim is not None or not os.path.isfile(config.db):
+        return ""
+    try:
+        journal = Journal(config.db, read_only=True)
+    except JournalError:
+        return ""
+    try:
+        if not journal.pending():
+            return ""
+        host = host_factory(config, journal)
+        try:
+            results = host.restore()
+        finally:
+            host.close()
+    except Exception as exc:  # whatever the host says, the refusal below is the answer
+        log.error("restoring from the read-only journal failed: %s", exc)
+        return "; its journal could not be restored"
+    finally:
+        journal.close()
+    ok = sum(1 for a in results if a.ok)
+    for a in results:
+        if not a.ok:
+            log.warning("%s %s: not restored: %s", a.target, a.setting, a.error)
+    return (f"; restored {ok} of {len(results)} setting(s) from its read-only journal (kept there: run "
+            "`vftune restore` once it is writable)")
 
 
 def reload_rules(agent: Any, path: str) -> None:
