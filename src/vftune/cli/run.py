@@ -210,9 +210,9 @@ def run(config: RunConfig, host_factory: Callable[[RunConfig, Journal], HostDriv
     sock = bind(address)
     try:
         token = paths.ensure_token(Path(config.token_path))
-    except OSError as exc:
+    except paths.TokenFileError as exc:
         sock.close()
-        fail(f"--token-file {config.token_path}: cannot create: {exc.strerror}", 2)
+        fail(str(exc), 2)
     retention = Retention(raw_s=config.retention_h * 3600, rollup_s=max(config.rollup_days * 86400,
                           config.retention_h * 3600), max_bytes=int(config.max_db_mb * 1024**2))
     try:
