@@ -31,6 +31,7 @@ from vftune.config import (
     Listen,
     RunConfig,
 )
+from vftune.itr import MAX_RX_USECS
 
 if TYPE_CHECKING:
     from vftune.hostdriver.base import HostDriver
@@ -138,7 +139,8 @@ def open_host(config: RunConfig, journal: Journal) -> HostDriver:
               show_default=True, help="Read VF-owning guests' socket receive drops (UDP RcvbufErrors in their "
               "/proc/net/snmp{,6}) through the QEMU guest agent, once per --interval: auto where the agent "
               "allows guest-file-*, off never (linux backend).")
-@click.option("--max-interval-us", type=int, default=DEFAULTS.max_interval_us, metavar="USECS",
+@click.option("--max-interval-us", type=Number(2, MAX_RX_USECS, integer=True), default=DEFAULTS.max_interval_us,
+              metavar="USECS",
               help="Longest interval (rx-usecs) a VF's own adaptive ITR may pick (patched driver's bounds).")
 @click.option("--keep-warm", "keep_warm_s", envvar="VFTUNE_RUN_KEEP_WARM", type=_number("keep_warm_s"),
               default=DEFAULTS.keep_warm_s, show_default=True, metavar="SECONDS",
@@ -171,6 +173,7 @@ def run(config: RunConfig, host_factory: Callable[[RunConfig, Journal], HostDriv
     from vftune.agent.loop import Agent, AgentConfig
     from vftune.agent.policies import PolicyError, pf_controller, vf_policy
     from vftune.api.process import ApiProcess, ApiSettings
+    from vftune.hostdriver.base import HostError
     from vftune.logsetup import setup_logging
     from vftune.sim.scenarios import SCENARIOS
     from vftune.store.db import Retention, Store, StoreError, check_writable
@@ -196,6 +199,9 @@ def run(config: RunConfig, host_factory: Callable[[RunConfig, Journal], HostDriv
             fail(f"state directory {paths.state_dir()}: {exc.strerror}; give --db PATH", 2)
     from vftune.store.lock import Busy, WriterLock
 
+    problem = check_writable(config.db)
+    if problem and not os.path.isfile(config.db):
+        fail(problem, 2)
     writer = WriterLock(config.db)  # held until the process ends (os._exit drops it)
     try:
         writer.acquire()
@@ -203,8 +209,7 @@ def run(config: RunConfig, host_factory: Callable[[RunConfig, Journal], HostDriv
         fail(f"--db {exc}", 1)
     except OSError as exc:
         fail(f"--db {config.db}: cannot take its lock {writer.path}: {exc.strerror}", 2)
-    problem = check_writable(config.db)
-    if problem:
+    if problem:  # a history file that cannot be written: its journal is still put back
         fail(problem + restore_read_only(config, host_factory), 2)
 
     sock = bind(address)
@@ -235,10 +240,11 @@ def run(config: RunConfig, host_factory: Callable[[RunConfig, Journal], HostDriv
                                   else {"*": config.max_interval_us}, keep_warm_s=config.keep_warm_s),
                       rules=file_rules)
         agent.start(detail)  # first of all: restore what an unfinished run left
-    except PolicyError as exc:
+    except (PolicyError, HostError) as exc:
+        # A HostError here: the roots hold no host (--sysfs-root /tmp); nothing was written.
         store.close()
         sock.close()
-        fail(str(exc), 2)
+        fail(str(exc) if isinstance(exc, PolicyError) else f"--sysfs-root {config.sysfs_root}: {exc}", 2)
 
     # An operator reads this once at start: what the agent can only observe here, and why.
     for cap in agent.caps.missing:

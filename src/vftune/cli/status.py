@@ -20,7 +20,7 @@ from rich.table import Table
 from rich.text import Text
 
 from vftune import paths
-from vftune.cli.common import fail
+from vftune.cli.common import Number, fail
 from vftune.logsafe import escape
 
 DEFAULT_URL = "http://127.0.0.1:8740"
@@ -224,7 +224,7 @@ def _with_search_progress(url: str, state: dict[str, Any], headers: dict[str, st
 @click.option("--url", default=DEFAULT_URL, show_default=True, help="The agent's API.")
 @click.option("--json", "as_json", is_flag=True, help="Print {\"host\": ..., \"vfs\": [...]} as JSON.")
 @click.option("--watch", is_flag=True, help="Redraw in place every --every seconds until Ctrl-C.")
-@click.option("--every", type=click.FloatRange(min=0.2), default=2.0, show_default=True, metavar="SECONDS",
+@click.option("--every", type=Number(0.2, 86400), default=2.0, show_default=True, metavar="SECONDS",
               help="Refresh period of --watch.")
 @click.option("--token-file", default=None, metavar="PATH",
               help="The agent's API token [default: `token` in the state directory].")
