@@ -22,10 +22,12 @@ EVENT = {"guest": "vm1", "operation": "started"}
 def json_agent(tmp_path_factory):
     agent = start_agent(tmp_path_factory.mktemp("agent"), "--sim", "paper-1vm", "--speed", "20",
                         "--log-format", "json")
-    agent.wait_ticks(3)
-    yield agent
-    if agent.proc.poll() is None:
-        agent.stop()
+    try:
+        agent.wait_ticks(3)
+        yield agent
+    finally:
+        if agent.proc.poll() is None:
+            agent.stop()
 
 
 def _address(url: str) -> tuple[str, int]:
