@@ -255,6 +255,7 @@ def run(config: RunConfig, host_factory: Callable[[RunConfig, Journal], HostDriv
                     "'Authorization: Bearer' with the token in %s", config.listen, config.token_path)
     stop = threading.Event()
     stopped = threading.Event()  # the restore is done
+    drained = threading.Event()  # and the API has stopped (or was killed)
     restored: list[Any] = []
     crashed: list[BaseException] = []
     worker: threading.Thread | None = None
@@ -282,6 +283,7 @@ def run(config: RunConfig, host_factory: Callable[[RunConfig, Journal], HostDriv
             stopped.set()
         if api is not None:
             api.drain(DRAIN_S + 0.5)
+        drained.set()
 
     stop_lock = threading.Lock()
 
@@ -298,13 +300,18 @@ def run(config: RunConfig, host_factory: Callable[[RunConfig, Journal], HostDriv
 
     def exit_by_deadline() -> None:
         """Whatever the API is doing, the process is gone EXIT_DEADLINE_S after the stop began,
-        once the restore is done (the restore is never cut short; TimeoutStopSec leaves margin)."""
+        once the restore is done (the restore is never cut short; TimeoutStopSec leaves margin).
+        A restore that took that long still leaves the drain its own DRAIN_S: requests are not
+        cut for the restore's time, and a drain with none in flight ends at once."""
         began = time.monotonic()
         stopped.wait()
-        time.sleep(max(0.0, EXIT_DEADLINE_S - (time.monotonic() - began)))
-        log.warning("requests still in flight %.1f s after the stop: exiting without them", EXIT_DEADLINE_S)
-        if api is not None:
-            api.kill()
+        left = max(EXIT_DEADLINE_S - (time.monotonic() - began), DRAIN_S + 1.0)
+        if drained.wait(left):
+            time.sleep(1.0)  # the main thread exits well within this; a hung close() does not keep us
+        else:
+            log.warning("requests still in flight %.1f s after the restore: exiting without them", left)
+            if api is not None:
+                api.kill()
         logging.shutdown()
         os._exit(exit_code())
 
