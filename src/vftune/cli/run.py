@@ -42,6 +42,7 @@ DEFAULTS = RunConfig()
 STOP_JOIN_S = 1.5  # longest a tick in progress may hold up the restore on SIGTERM
 DRAIN_S = 1.5  # then requests in flight get this long; the whole stop stays under 5 s
 EXIT_DEADLINE_S = 4.0  # the latest exit after a stop began, restore permitting
+DRAIN_AFTER_SLOW_RESTORE_S = 0.5  # what a restore that outlasted EXIT_DEADLINE_S leaves the drain
 
 
 def _number(name: str, integer: bool = False) -> Number:
@@ -301,11 +302,11 @@ def run(config: RunConfig, host_factory: Callable[[RunConfig, Journal], HostDriv
     def exit_by_deadline() -> None:
         """Whatever the API is doing, the process is gone EXIT_DEADLINE_S after the stop began,
         once the restore is done (the restore is never cut short; TimeoutStopSec leaves margin).
-        A restore that took that long still leaves the drain its own DRAIN_S: requests are not
-        cut for the restore's time, and a drain with none in flight ends at once."""
+        A restore that took that long leaves the drain DRAIN_AFTER_SLOW_RESTORE_S, and the
+        warning is given only when the API had not drained."""
         began = time.monotonic()
         stopped.wait()
-        left = max(EXIT_DEADLINE_S - (time.monotonic() - began), DRAIN_S + 1.0)
+        left = max(EXIT_DEADLINE_S - (time.monotonic() - began), DRAIN_AFTER_SLOW_RESTORE_S)
         if drained.wait(left):
             time.sleep(1.0)  # the main thread exits well within this; a hung close() does not keep us
         else:
