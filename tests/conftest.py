@@ -42,7 +42,12 @@ class RunningAgent:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             assert self.proc.poll() is None, self.log.read_text()
-            body = httpx.get(f"{self.url}/healthz").json()
+            # The API process may still be importing (seconds on a loaded machine): each try may
+            # take what is left of the deadline, never httpx's own 5 s.
+            try:
+                body = httpx.get(f"{self.url}/healthz", timeout=max(1.0, deadline - time.monotonic())).json()
+            except httpx.TransportError:
+                continue
             if body["ticks"] >= ticks:
                 return body
             time.sleep(0.05)
@@ -61,12 +66,29 @@ def start_agent(tmp_path: Path, *args: str) -> RunningAgent:
     while time.monotonic() < deadline:
         match = re.search(r"listening on (http://[\d.]+:\d+)", log.read_text())
         if match:
-            return RunningAgent(proc, match.group(1), db, log)
+            agent = RunningAgent(proc, match.group(1), db, log)
+            _wait_until_served(agent, deadline)
+            return agent
         if proc.poll() is not None:
             raise AssertionError(f"vftune run exited {proc.returncode}: {log.read_text()}")
         time.sleep(0.05)
     proc.kill()
     raise AssertionError(f"vftune run did not start: {log.read_text()}")
+
+
+def _wait_until_served(agent: RunningAgent, deadline: float) -> None:
+    """The agent logs "listening" when its socket is bound; its API process may still be importing
+    (seconds on a loaded machine). A test's first request must not spend httpx's 5 s on that."""
+    while time.monotonic() < deadline:
+        if agent.proc.poll() is not None:
+            raise AssertionError(f"vftune run exited {agent.proc.returncode}: {agent.log.read_text()}")
+        try:
+            httpx.get(f"{agent.url}/healthz", timeout=max(1.0, deadline - time.monotonic()))
+            return  # any answer (200, or 401 beyond loopback): the API serves
+        except httpx.TransportError:
+            time.sleep(0.05)
+    agent.proc.kill()
+    raise AssertionError(f"the API of vftune run never answered: {agent.log.read_text()}")
 
 
 @pytest.fixture(scope="module")

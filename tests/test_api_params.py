@@ -23,7 +23,7 @@ def test_missing_parameter_takes_the_default():
     ("yesterday", "not Unix seconds or an ISO 8601 time"),
     ("2026-11-21T12:00:00", "needs a zone"),
 ])
-def test_bad_times_name_the_parameter_and_value(text, why):
+def test_bad_times_name_the_parameter_never_the_value(text, why):
     with pytest.raises(BadParameter) as err:
         parse_time("since", text, 0.0)
-    assert err.value.message.startswith(f"since={text!r}") and why in err.value.message
+    assert err.value.message.startswith("since: ") and why in err.value.message and text not in err.value.message

@@ -137,7 +137,7 @@ def test_the_guests_own_adaptive_itr_moves_the_rate_but_not_the_setting():
 def test_usage_errors_name_the_value_and_exit_2():
     runner = CliRunner()
     for args, needle in ((["--scenario", "paper-99vm"], "paper-99vm"), (["--policy", "magic"], "magic"),
-                         (["--duration", "5"], "--duration 5"), (["--jobs", "0"], "--jobs 0"),
+                         (["--duration", "5"], "'--duration': 5 is out"), (["--jobs", "0"], "'--jobs': 0 is out"),
                          (["--seeds", "4-1"], "4-1"), (["--seeds", "x"], "'x'"), (["--seed", "1", "--seeds", "0-2"], "--seeds"),
                          (["--policy", "vftune-efficiency:0.9"], "0..0.5"), (["--policy", "vftune:0.05"], "vftune:0.05"),
                          (["--policy", "vftune-efficiency:lots"], "lots"), (["--policy", "frontier:9999"], "9999")):

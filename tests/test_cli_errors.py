@@ -21,7 +21,7 @@ def run(*args: str, cwd=None) -> subprocess.CompletedProcess:
     (["--sim", "--listen", "127.0.0.1:70000"], "port 70000 is outside 0..65535"),
     (["--sim", "--policy", "fixed:fast"], "--policy fixed:fast"),
     (["--sim", "--policy", "magic"], "--policy magic: unknown"),
-    (["--sim", "--speed", "0"], "vftune run: Invalid value for '--speed': 0 is out of range: must be > 0"),
+    (["--sim", "--speed", "0"], "vftune run: Invalid value for '--speed': 0 is out of range: must be >= 0.01"),
     (["--sim", "--speed", "nan"], "'--speed': nan is not a finite number"),
     (["--sim", "--speed", "inf"], "'--speed': inf is not a finite number"),
     (["--sim", "--seed", "-1"], "'--seed': -1 is out of range: must be >= 0"),

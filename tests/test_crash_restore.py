@@ -67,7 +67,7 @@ class TreeAgent:
             stdout=subprocess.DEVNULL, stderr=log.open("a"), env={**os.environ, "PYTHONUNBUFFERED": "1"})
         STARTED.append(self.proc)
 
-    def wait(self, condition, what: str, timeout: float = 60.0) -> None:
+    def wait(self, condition, what: str, timeout: float = 180.0) -> None:  # generous: a loaded CI machine
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             assert self.proc.poll() is None, f"agent exited {self.proc.returncode}: {self.log.read_text()}"

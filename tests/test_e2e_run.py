@@ -38,7 +38,7 @@ def test_a_vf_has_its_policy_state_and_an_ordered_history(shared_sim_agent):
     assert ts == sorted(ts)
 
 
-def test_api_errors_are_json_bodies_naming_the_value(shared_sim_agent):
+def test_api_errors_are_json_bodies_naming_the_parameter(shared_sim_agent):
     url = shared_sim_agent.url
     one = _busy_vf(url)
     missing = httpx.get(f"{url}/v1/vfs/0000:99:10.0")
@@ -46,7 +46,8 @@ def test_api_errors_are_json_bodies_naming_the_value(shared_sim_agent):
     bad = httpx.get(f"{url}/v1/vfs/not-a-pci")
     assert bad.status_code == 422 and "error" in bad.json()
     bad_since = httpx.get(f"{url}/v1/vfs/{one}/history", params={"since": "yesterday"})
-    assert bad_since.status_code == 422 and "yesterday" in bad_since.json()["error"]
+    error = bad_since.json()["error"]
+    assert bad_since.status_code == 422 and error.startswith("since") and "yesterday" not in error, "input never echoed"
     backwards = httpx.get(f"{url}/v1/vfs/{one}/history", params={"since": "200", "until": "100"})
     assert backwards.status_code == 422
 
@@ -107,7 +108,7 @@ def test_libvirt_hook_tells_the_running_agent(sim_agent):
     assert events[0]["uuid"] == "8a1c52be-4f0e-4d36-9a51-7d1c0c0e0001"
     bad = httpx.post(f"{sim_agent.url}/v1/events", json={"guest": "x", "operation": "exploded"},
                      headers=sim_agent.auth)
-    assert bad.status_code == 422 and "exploded" in bad.json()["error"]
+    assert bad.status_code == 422 and "operation" in bad.json()["error"] and "exploded" not in bad.json()["error"]
 
 
 def test_libvirt_hook_never_fails_a_guest_start_when_the_agent_is_down():

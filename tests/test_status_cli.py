@@ -140,3 +140,28 @@ def test_a_rate_on_its_way_shows_beside_the_one_in_force():
         Console(file=out, width=width).print(render({"host": host, "vfs": [vf]}, width))
         row = next(line for line in out.getvalue().splitlines() if line.startswith("0000:03:10.0 "))
         assert shown in row and len(row) <= width
+
+
+@pytest.mark.parametrize("guest", ["db[/x]", "[bold red]web", "evil\x1b]0;owned\x07\x1b[2J", "a\nb"])
+def test_host_strings_show_literally_never_as_markup_or_terminal_controls(guest):
+    import io
+
+    from rich.console import Console
+
+    from vftune.cli.status import render
+
+    vf = {"pci": "0000:03:10.0", "pf": "enp3s0f0", "guest": guest, "itr": 20345, "rx_bps": 1e9, "rx_pps": 1e5,
+          "tx_bps": 1e6, "interrupts_per_s": 1e4, "guest_cpu": 0.5, "state": "converged", "objective": "latency",
+          "last_decision": f"probe for {guest}"}
+    pf = {"name": "enp3s0f0", "pci": "0000:03:00.0", "num_vfs": 1, "total_vfs": 63, "rx_pps": 1e5, "rx_bps": 1e9,
+          "mode": "hybrid", "mode_now": "napi", "switches": 0, "controller": "hybrid", "controller_state": {},
+          "napi_budget": None, "last_decision": f"[red]{guest}"}
+    host = {"backend": "sim", "detail": f"scenario={guest}", "vf_count": 1, "interval_s": 1.0, "ticks": 3,
+            "pfs": [pf], "capabilities": {"itr_min": 956, "itr_max": 488281, "vf_itr": True, "missing": [guest]},
+            "cost_model": {}}
+    out = io.StringIO()
+    Console(file=out, width=200, force_terminal=False).print(render({"host": host, "vfs": [vf]}, 200))
+    text = out.getvalue()
+    assert "\x1b" not in text and "\x07" not in text
+    shown = guest.replace("\x1b", "\\x1b").replace("\x07", "\\x07").replace("\n", "\\n")
+    assert shown in text, text

@@ -25,7 +25,7 @@ GUEST_RX_DROPS_MODES = ("auto", "off")  # hostdriver/linux/guest_agent/socket_dr
 # Numeric options: field -> (option, low, high, low excluded). The CLI's types and validate()
 # both use these, so a config file gets the same one-line answers as a flag.
 LIMITS: dict[str, tuple[str, float, float, bool]] = {
-    "speed": ("--speed", 0.0, 10_000.0, True),
+    "speed": ("--speed", 0.01, 10_000.0, False),  # slower than 1/100 overflows the sleeps' timeouts
     "seed": ("--seed", 0, 2**32 - 1, False),
     "interval": ("--interval", 0.01, 3600.0, False),
     "run_for": ("--for", 0.0, 10 * 365 * 86400.0, True),
@@ -138,6 +138,8 @@ class RunConfig:
             for option, root in (("--sysfs-root", self.sysfs_root), ("--procfs-root", self.procfs_root)):
                 if not os.path.isdir(root):
                     raise ValueError(f"{option} {root}: not a directory")
+            if not os.path.isdir(os.path.join(self.sysfs_root, "class", "net")):
+                raise ValueError(f"--sysfs-root {self.sysfs_root}: no class/net in it: not a sysfs tree")
         if self.guest_agent not in GUEST_AGENT_MODES:
             raise ValueError(f"--guest-agent {self.guest_agent!r}: choose from {', '.join(GUEST_AGENT_MODES)}")
         if self.guest_rx_drops not in GUEST_RX_DROPS_MODES:

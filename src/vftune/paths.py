@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import stat
 from pathlib import Path
 
 TOKEN_NAME = "token"
@@ -38,36 +39,99 @@ def token_path(db: str | os.PathLike[str] | None = None, token_file: str | os.Pa
     return state_dir() / TOKEN_NAME
 
 
+TOKEN_MAX_BYTES = 4096  # a token file is 65 bytes; anything longer is not one
+# Pseudo-file systems: their "regular files" (/proc/version) are the kernel's, never a token.
+PSEUDO_ROOTS = ("/proc", "/sys", "/dev")
+
+
+class TokenFileError(ValueError):
+    """The token file cannot be used as one; the message names the path and why."""
+
+
+def _check_token_stat(path: Path, st: os.stat_result) -> None:
+    if stat.S_ISLNK(st.st_mode):
+        raise TokenFileError(f"--token-file {path}: is a symbolic link: give the file itself")
+    if stat.S_ISDIR(st.st_mode):
+        raise TokenFileError(f"--token-file {path}: is a directory")
+    if not stat.S_ISREG(st.st_mode):
+        raise TokenFileError(f"--token-file {path}: not a regular file (a device, FIFO or socket)")
+    real = os.path.realpath(path)
+    if any(real == root or real.startswith(root + "/") for root in PSEUDO_ROOTS):
+        raise TokenFileError(f"--token-file {path}: a kernel file ({real}), not a token file of your own")
+    if st.st_uid != os.geteuid():
+        raise TokenFileError(f"--token-file {path}: owned by uid {st.st_uid}, not by this user ({os.geteuid()})")
+    if st.st_mode & 0o077:
+        raise TokenFileError(f"--token-file {path}: mode {stat.S_IMODE(st.st_mode):04o} lets others read it: "
+                             "chmod 600 it, or remove it for a new token")
+
+
 def ensure_token(path: Path) -> str:
-    """The token in `path`, created 0600 with 32 random bytes (hex) at first start."""
+    """The token in `path`, created 0600 with 32 random bytes (hex) at first start.
+
+    An existing file must be a regular file of this user's, mode 0600 (checked at every start):
+    it is never replaced, and an empty one (a crash between create and write) gets a token
+    written in place. Raises TokenFileError with the one-line reason."""
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
     except FileExistsError:
-        return read_token(path) or _replace_empty(path)
+        return _existing_token(path)
+    except IsADirectoryError:
+        raise TokenFileError(f"--token-file {path}: is a directory") from None
+    except OSError as exc:
+        raise TokenFileError(f"--token-file {path}: cannot create: {exc.strerror}") from None
+    return _write_token(fd)
+
+
+def _write_token(fd: int) -> str:
     token = secrets.token_hex(32)
     with os.fdopen(fd, "w") as fh:
         fh.write(token + "\n")
+        fh.flush()
+        os.fsync(fh.fileno())
     return token
 
 
-def _replace_empty(path: Path) -> str:
-    # An empty token file (a crash between create and write) would accept an empty bearer.
-    tmp = path.with_name(path.name + ".new")
-    tmp.unlink(missing_ok=True)
-    token = secrets.token_hex(32)
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "w") as fh:
-        fh.write(token + "\n")
-    os.replace(tmp, path)
-    return token
+def _existing_token(path: Path) -> str:
+    try:
+        before = os.lstat(path)
+    except OSError as exc:
+        raise TokenFileError(f"--token-file {path}: {exc.strerror}") from None
+    _check_token_stat(path, before)  # before opening: opening a device node can act on it
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as exc:
+        raise TokenFileError(f"--token-file {path}: cannot open: {exc.strerror}") from None
+    try:
+        now = os.fstat(fd)
+        if (now.st_dev, now.st_ino) != (before.st_dev, before.st_ino):
+            raise TokenFileError(f"--token-file {path}: replaced while being opened")
+        data = os.read(fd, TOKEN_MAX_BYTES + 1)
+        if len(data) > TOKEN_MAX_BYTES:
+            raise TokenFileError(f"--token-file {path}: longer than {TOKEN_MAX_BYTES} bytes: not a token file")
+    except BaseException:
+        os.close(fd)
+        raise
+    text = data.decode("ascii", errors="replace").strip()
+    if text:
+        os.close(fd)
+        return text
+    return _write_token(fd)
 
 
 def read_token(path: Path) -> str | None:
-    """The token, or None when the file is missing, unreadable or empty."""
+    """The token, or None when the file is missing, unreadable, empty or not a regular file."""
     try:
-        text = path.read_text(encoding="ascii", errors="replace").strip()
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError:
         return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        text = os.read(fd, TOKEN_MAX_BYTES).decode("ascii", errors="replace").strip()
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
     return text or None
 
 

@@ -27,11 +27,11 @@ import math
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
-from pathlib import Path
 from typing import Any
 
 from vftune.config import RunConfig
 from vftune.itr import ITR_MAX_RATE, ITR_MIN_RATE
+from vftune.textfile import read_bounded
 
 DEFAULT_PATH = "/etc/vftune/vftune.toml"
 OBJECTIVES = ("throughput", "efficiency", "latency")
@@ -264,6 +264,8 @@ def parse(text: str, file: str = "<config>") -> tuple[ConfigFile, list[Problem]]
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         return EMPTY, [Problem(file, "toml", MISSING, f"not valid TOML: {exc}")]
+    except RecursionError:  # tomllib recurses once per level: [[[[...]]]] 5000 deep
+        return EMPTY, [Problem(file, "toml", MISSING, "not valid TOML: arrays or tables nested too deeply")]
     for key, value in data.items():
         if key not in ("run", "rule"):
             problems.append(Problem(file, key, value, "unknown section; the file has [run] and [[rule]]"))
@@ -283,8 +285,8 @@ def parse(text: str, file: str = "<config>") -> tuple[ConfigFile, list[Problem]]
 def load(path: str) -> ConfigFile:
     """Read and check a config file; ConfigError lists every problem."""
     try:
-        text = Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
+        text = read_bounded(path)
+    except (OSError, ValueError) as exc:
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         raise ConfigError([Problem(path, "file", MISSING, f"cannot read: {reason}")]) from None
     config, problems = parse(text, path)

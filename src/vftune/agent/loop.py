@@ -728,11 +728,14 @@ class Agent:
                 st.itr, st.pending_itr = 0, None
             self._count_decisions(decisions)
         if self.store is not None:
-            vf_rows, pf_rows = self._recorder.take()  # the part of a row before the stop
-            if vf_rows or pf_rows:
-                self.store.record_tick(self.wall(max((s.t for s in vf_rows), default=self.host.now())),
-                                       vf_rows, pf_rows, [])
-            self.store.record_decisions(decisions)
-            if self._run_id is not None:
-                self.store.stop_run(self._run_id, t, "clean")
+            try:
+                vf_rows, pf_rows = self._recorder.take()  # the part of a row before the stop
+                if vf_rows or pf_rows:
+                    self.store.record_tick(self.wall(max((s.t for s in vf_rows), default=self.host.now())),
+                                           vf_rows, pf_rows, [])
+                self.store.record_decisions(decisions)
+                if self._run_id is not None:
+                    self.store.stop_run(self._run_id, t, "clean")
+            except Exception as exc:  # the host is restored; only its record is lost (locked or broken file)
+                log.error("restore on stop not recorded in the history: %s", exc)
         return restored

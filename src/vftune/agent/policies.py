@@ -8,6 +8,7 @@ one HostProfiles for all the VFs it makes: the host's workload memory (Agent.pro
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 from typing import TypeVar
 
@@ -84,9 +85,12 @@ def _observe(arg: str) -> GoalPolicyFactory:
 
 def _hybrid(arg: str) -> PfControllerFactory:
     try:
-        options = ModeOptions(cliff_pps=float(arg)) if arg else ModeOptions()
+        cliff = float(arg) if arg else None
+        if cliff is not None and not (math.isfinite(cliff) and cliff > 0):
+            raise ValueError
+        options = ModeOptions(cliff_pps=cliff) if cliff is not None else ModeOptions()
     except ValueError:
-        raise PolicyError(f"--pf-mode hybrid:{arg}: the cliff must be a packet rate > 0") from None
+        raise PolicyError(f"--pf-mode hybrid:{arg[:40]}: the cliff must be a finite packet rate > 0") from None
     return lambda pf, caps: HybridModeController(pf, caps, options)
 
 

@@ -25,6 +25,7 @@ from vftune.api.deps import AgentHandle, BadParameter
 from vftune.api.metrics import build_registry
 from vftune.api.process import AgentUnavailable
 from vftune.api.routers import events, history, page, profiles, state
+from vftune.api.serving import Guard
 from vftune.store.pages import PageWorkers
 from vftune.store.reads import History
 
@@ -54,17 +55,7 @@ async def _invalid(_: Request, exc: Exception) -> JSONResponse:
     detail = [{"loc": [str(p) for p in e.get("loc", ())], "msg": str(e.get("msg", "invalid")),
                "type": str(e.get("type", ""))} for e in errors[:20]]
     first = detail[0] if detail else {"loc": [], "msg": "invalid request"}
-    shown = _shown(errors[0].get("input")) if errors else ""
-    return _json_error(422, f"{_where(first['loc'])}{shown}: {first['msg']}", detail=detail)
-
-
-def _shown(value: Any) -> str:
-    """A short scalar the client sent, quoted back escaped (ascii: no control characters, no
-    surrogates); anything long or structured is only named."""
-    if isinstance(value, bool) or not isinstance(value, (str, int, float)):
-        return ""
-    text = value if isinstance(value, str) else repr(value)
-    return f"={ascii(text)}" if len(text) <= 40 else ""
+    return _json_error(422, f"{_where(first['loc'])}: {first['msg']}", detail=detail)
 
 
 async def _http_error(request: Request, exc: Exception) -> JSONResponse:
@@ -130,6 +121,28 @@ class BodyLimit:
             except ValueError:
                 await _json_error(400, "Content-Length is not a number")(scope, receive, send)
                 return
+        if declared is None and scope["method"] not in ("GET", "HEAD"):
+            # Chunked: read it here, within the limit, so the 413 comes before any route parses
+            # it (FastAPI turns an exception while reading the body into a 400).
+            buffered: list[Message] = []
+            size = 0
+            while True:
+                message = await receive()
+                if message["type"] != "http.request":
+                    return  # the client left
+                size += len(message.get("body", b""))
+                if size > self.limit:
+                    await too_big(scope, receive, send)
+                    return
+                buffered.append(message)
+                if not message.get("more_body", False):
+                    break
+
+            async def replay() -> Message:
+                return buffered.pop(0) if buffered else await receive()
+
+            await self.app(scope, replay, send)
+            return
         seen = 0
         started = False
 
@@ -164,10 +177,11 @@ async def _closing_workers(app: FastAPI) -> AsyncIterator[None]:
 
 
 def create_app(agent: AgentHandle, store: History | None, token: str | None = None,
-               token_for_reads: bool = False, agent_pid: int | None = None) -> FastAPI:
+               token_for_reads: bool = False, agent_pid: int | None = None, check_host: bool = False) -> FastAPI:
     """token: the bearer every write needs (None: writes are refused, there is no way to
     authenticate); token_for_reads: every endpoint needs it (a --listen beyond loopback);
-    agent_pid: the agent's process, when the API runs in another (api/process.py)."""
+    agent_pid: the agent's process, when the API runs in another (api/process.py);
+    check_host: answer only requests whose Host names a loopback address (a loopback --listen)."""
     app = FastAPI(
         lifespan=_closing_workers,
         title="vftune",
@@ -196,4 +210,6 @@ def create_app(agent: AgentHandle, store: History | None, token: str | None = No
     if token_for_reads:
         app.add_middleware(auth.TokenForEverything, token=token)
     app.add_middleware(BodyLimit)
+    # Outermost: the Host check and the token of a write come before any body is read.
+    app.add_middleware(Guard, token=token, routes=app.router, check_host=check_host)
     return app

@@ -202,6 +202,7 @@ def serve(conn_fd: int, listen_fd: int, settings_json: str) -> None:
     import uvicorn
 
     from vftune.api.app import create_app
+    from vftune.api.serving import GuardedHttp
     from vftune.logsetup import setup_logging
 
     # The agent gets these too and decides when this process drains (a terminal's hangup too:
@@ -247,8 +248,9 @@ def serve(conn_fd: int, listen_fd: int, settings_json: str) -> None:
     if agent.ticks < 0 or not token:
         log.error("API process: no view from the agent within %g s; exiting", FIRST_VIEW_S)
         os._exit(1)
+    # A loopback listener (no token for reads) checks Host: DNS rebinding must not read it.
     app = create_app(agent, history, token=token[0], token_for_reads=settings.token_for_reads,
-                     agent_pid=os.getppid())
+                     agent_pid=os.getppid(), check_host=not settings.token_for_reads)
 
     class Server(uvicorn.Server):
         def handle_exit(self, sig: int, frame: Any) -> None:  # the agent says when
@@ -256,8 +258,10 @@ def serve(conn_fd: int, listen_fd: int, settings_json: str) -> None:
 
     # uvloop and httptools: about half asyncio's and h11's CPU per small request, a fifth less
     # per history page (measured side by side on this 2-core machine).
+    # GuardedHttp: httptools with header/body deadlines and a connection cap (api/serving.py);
+    # log_config=None: uvicorn's own lines go through our handler (JSON under --log-format json).
     server.append(Server(uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off",
-                                        loop="uvloop", http="httptools",
+                                        loop="uvloop", http=GuardedHttp, log_config=None,
                                         timeout_graceful_shutdown=max(1, int(settings.drain_s)),
                                         timeout_keep_alive=2)))
     if gone.is_set():

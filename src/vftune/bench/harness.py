@@ -47,6 +47,7 @@ from vftune.bench.scores import (
     settle,
     tuner_figures,
 )
+from vftune.lifetime import end_with_parent
 from vftune.model import Capabilities
 from vftune.sim.host import DEFAULT_STEP_S, SimHost
 from vftune.sim.layout import vf_pci
@@ -290,7 +291,8 @@ def run(scenarios: Iterable[str] | None = None, policies: Iterable[str] | None =
     if jobs == 1:
         results = go(None)
     else:
-        with multiprocessing.get_context("fork").Pool(jobs) as pool:
+        # Workers end with this process, SIGKILL included (lifetime.py).
+        with multiprocessing.get_context("fork").Pool(jobs, end_with_parent, (os.getpid(),)) as pool:
             results = go(pool)
     score(results)
     rank = {name: i for i, name in enumerate(scenarios + [s for seed in seeds for s in drawn[seed]])}

@@ -9,7 +9,10 @@ from typing import Any
 import click
 
 from vftune.bench.random_hosts import MAX_RANDOM
-from vftune.cli.common import Number, fail
+from vftune.cli.common import SEED_MAX, Number, fail
+
+MAX_SEEDS = 1000  # a bench over more seeds than this is a typo, not a plan
+MAX_DURATION_S = 7 * 86400.0  # simulated seconds per pair: a week of host time at most
 
 
 def _fmt(value: object, spec: str) -> str:
@@ -23,17 +26,13 @@ def parse_seeds(text: str) -> list[int]:
         part = part.strip()
         low, dash, high = part.partition("-")
         try:
-            if dash:
-                a, b = int(low), int(high)
-                if b < a:
-                    raise ValueError
-                seeds.extend(range(a, b + 1))
-            else:
-                seeds.append(int(part))
+            a, b = (int(low), int(high)) if dash else (int(part), int(part))
         except ValueError:
-            raise ValueError(f"{part!r} is not a seed or a range like 0-4") from None
-    if any(s < 0 for s in seeds):
-        raise ValueError("seeds must be >= 0")
+            raise ValueError(f"{part[:40]!r} is not a seed or a range like 0-4") from None
+        # Checked before the range is built: 0-99999999999 must not allocate its list first.
+        if not 0 <= a <= b <= SEED_MAX or len(seeds) + b - a + 1 > MAX_SEEDS:
+            raise ValueError(f"{part[:40]!r}: seeds are 0..{SEED_MAX}, ranges ascending, at most {MAX_SEEDS} in all")
+        seeds.extend(range(a, b + 1))
     return list(dict.fromkeys(seeds))
 
 
@@ -77,14 +76,15 @@ class _Bar:
               help="Policy to run (repeatable; default: all). The oracle and the default always run: "
                    "every score is taken against them. vftune-efficiency:0.05 runs the efficiency "
                    "objective with a config rule's throughput_margin = 0.05.")
-@click.option("--seed", type=int, default=None, metavar="N", help="One seed: scenario instance and noise [0].")
+@click.option("--seed", type=Number(0, SEED_MAX, integer=True), default=None, metavar="N",
+              help="One seed: scenario instance and noise [0].")
 @click.option("--seeds", "seed_spec", default=None, metavar="LIST",
               help="Several seeds, e.g. 0-4 or 0,3: each figure is the mean with a 95% interval.")
 @click.option("--quick", is_flag=True,
               help="A small subset: four scenarios, 300 simulated seconds each, one seed (under a minute).")
 @click.option("--objective", type=click.Choice(["throughput", "efficiency", "latency"]), default="throughput",
               show_default=True, help="What the oracle's best fixed ITR maximizes.")
-@click.option("--duration", type=Number(), default=None, metavar="SECONDS",
+@click.option("--duration", type=Number(60, MAX_DURATION_S), default=None, metavar="SECONDS",
               help="Simulated seconds per pair (default: the scenario's duration_s, else 600, "
                    "or two full cycles for phased scenarios).")
 @click.option("--random", "random_count", type=Number(0, MAX_RANDOM, integer=True), default=0, metavar="N",
@@ -93,7 +93,8 @@ class _Bar:
 @click.option("--ablate", "ablate", multiple=True, metavar="NAME",
               help="Also run vftune with this mechanism switched off (vftune-without:NAME), beside vftune "
                    "(repeatable); `--ablate list` names the mechanisms.")
-@click.option("--jobs", type=int, default=None, metavar="N", help="Worker processes (default: one per CPU).")
+@click.option("--jobs", type=Number(1, 1024, integer=True), default=None, metavar="N",
+              help="Worker processes (default: one per CPU).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 def command(scenarios: tuple[str, ...], files: tuple[str, ...], policies: tuple[str, ...], seed: int | None,
             seed_spec: str | None, quick: bool, objective: str, duration: float | None, random_count: int,
@@ -127,18 +128,12 @@ def command(scenarios: tuple[str, ...], files: tuple[str, ...], policies: tuple[
             check_policy(name)
         except ValueError as exc:
             fail(f"--policy: {exc}", 2)
-    if seed is not None and seed < 0:
-        fail(f"--seed {seed}: must be >= 0", 2)
     if seed is not None and seed_spec is not None:
         fail("--seed and --seeds: give one of them", 2)
     try:
         seeds = parse_seeds(seed_spec) if seed_spec is not None else [seed or 0]
     except ValueError as exc:
-        fail(f"--seeds {seed_spec!r}: {exc}", 2)
-    if duration is not None and not duration >= 60:
-        fail(f"--duration {duration:g}: must be at least 60 simulated seconds", 2)
-    if jobs is not None and jobs < 1:
-        fail(f"--jobs {jobs}: must be at least 1", 2)
+        fail(f"--seeds: {exc}", 2)
     chosen = list(dict.fromkeys(scenarios))
     if quick:
         chosen = chosen or [s for s in QUICK_SCENARIOS if s in SCENARIOS]

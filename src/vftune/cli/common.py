@@ -8,6 +8,8 @@ from typing import Any, NoReturn
 
 import click
 
+SEED_MAX = 2**32 - 1  # every seed option: numpy's and the simulator's seeds are 32-bit
+
 
 def fail(message: str, code: int = 2) -> NoReturn:
     """One line on stderr naming the problem and the value, then exit (2 = usage error)."""
@@ -38,9 +40,11 @@ class Number(click.ParamType):  # type: ignore[type-arg]
                 number = int(text) if self.integer else float(text)
             except ValueError:
                 self.fail(f"{text[:40]!r} is not {'a whole number' if self.integer else 'a number'}", param, ctx)
-        if not math.isfinite(number):
+        if isinstance(number, float) and not math.isfinite(number):
             self.fail(f"{number} is not a finite number", param, ctx)
         if ((self.low is not None and (number <= self.low if self.low_open else number < self.low))
                 or (self.high is not None and number > self.high)):
-            self.fail(f"{number:g} is out of range: must be {self._range()}", param, ctx)
+            # An integer of 400 digits is shown as its size, not echoed.
+            shown = f"{number:g}" if isinstance(number, float) or abs(number) < 10**15 else f"a {len(str(number))}-digit number"
+            self.fail(f"{shown} is out of range: must be {self._range()}", param, ctx)
         return number

@@ -31,6 +31,7 @@ from vftune.config import (
     Listen,
     RunConfig,
 )
+from vftune.itr import MAX_RX_USECS
 
 if TYPE_CHECKING:
     from vftune.hostdriver.base import HostDriver
@@ -41,6 +42,7 @@ DEFAULTS = RunConfig()
 STOP_JOIN_S = 1.5  # longest a tick in progress may hold up the restore on SIGTERM
 DRAIN_S = 1.5  # then requests in flight get this long; the whole stop stays under 5 s
 EXIT_DEADLINE_S = 4.0  # the latest exit after a stop began, restore permitting
+DRAIN_AFTER_SLOW_RESTORE_S = 0.5  # what a restore that outlasted EXIT_DEADLINE_S leaves the drain
 
 
 def _number(name: str, integer: bool = False) -> Number:
@@ -138,7 +140,8 @@ def open_host(config: RunConfig, journal: Journal) -> HostDriver:
               show_default=True, help="Read VF-owning guests' socket receive drops (UDP RcvbufErrors in their "
               "/proc/net/snmp{,6}) through the QEMU guest agent, once per --interval: auto where the agent "
               "allows guest-file-*, off never (linux backend).")
-@click.option("--max-interval-us", type=int, default=DEFAULTS.max_interval_us, metavar="USECS",
+@click.option("--max-interval-us", type=Number(2, MAX_RX_USECS, integer=True), default=DEFAULTS.max_interval_us,
+              metavar="USECS",
               help="Longest interval (rx-usecs) a VF's own adaptive ITR may pick (patched driver's bounds).")
 @click.option("--keep-warm", "keep_warm_s", envvar="VFTUNE_RUN_KEEP_WARM", type=_number("keep_warm_s"),
               default=DEFAULTS.keep_warm_s, show_default=True, metavar="SECONDS",
@@ -171,6 +174,7 @@ def run(config: RunConfig, host_factory: Callable[[RunConfig, Journal], HostDriv
     from vftune.agent.loop import Agent, AgentConfig
     from vftune.agent.policies import PolicyError, pf_controller, vf_policy
     from vftune.api.process import ApiProcess, ApiSettings
+    from vftune.hostdriver.base import HostError
     from vftune.logsetup import setup_logging
     from vftune.sim.scenarios import SCENARIOS
     from vftune.store.db import Retention, Store, StoreError, check_writable
@@ -194,16 +198,27 @@ def run(config: RunConfig, host_factory: Callable[[RunConfig, Journal], HostDriv
             paths.make_private_dir(paths.state_dir())
         except OSError as exc:
             fail(f"state directory {paths.state_dir()}: {exc.strerror}; give --db PATH", 2)
+    from vftune.store.lock import Busy, WriterLock
+
     problem = check_writable(config.db)
-    if problem:
+    if problem and not os.path.isfile(config.db):
         fail(problem, 2)
+    writer = WriterLock(config.db)  # held until the process ends (os._exit drops it)
+    try:
+        writer.acquire()
+    except Busy as exc:
+        fail(f"--db {exc}", 1)
+    except OSError as exc:
+        fail(f"--db {config.db}: cannot take its lock {writer.path}: {exc.strerror}", 2)
+    if problem:  # a history file that cannot be written: its journal is still put back
+        fail(problem + restore_read_only(config, host_factory), 2)
 
     sock = bind(address)
     try:
         token = paths.ensure_token(Path(config.token_path))
-    except OSError as exc:
+    except paths.TokenFileError as exc:
         sock.close()
-        fail(f"--token-file {config.token_path}: cannot create: {exc.strerror}", 2)
+        fail(str(exc), 2)
     retention = Retention(raw_s=config.retention_h * 3600, rollup_s=max(config.rollup_days * 86400,
                           config.retention_h * 3600), max_bytes=int(config.max_db_mb * 1024**2))
     try:
@@ -211,18 +226,26 @@ def run(config: RunConfig, host_factory: Callable[[RunConfig, Journal], HostDriv
         journal = Journal(config.db)
     except (StoreError, JournalError) as exc:
         sock.close()
-        fail(f"--db {config.db}: {exc}", 2)
+        fail(f"--db {config.db}: {exc}" + restore_read_only(config, host_factory), 2)
+    detail = config.detail
+    if journal.untrusted:
+        log.error("the write journal in %s lost %d entr%s a run left (database or WAL deleted, truncated or "
+                  "garbled; %s lists them): their originals are unknown, so vftune will not write them until "
+                  "an operator checks them and runs `vftune restore --accept-current`", config.db,
+                  len(journal.untrusted), "y" if len(journal.untrusted) == 1 else "ies", journal_marker(config.db))
+        detail += f" journal-lost={len(journal.untrusted)}"
     try:
         host = host_factory(config, journal)
         agent = Agent(host, store, policy_factory, pf_factory,
                       AgentConfig(interval=config.interval, max_interval_us={} if config.max_interval_us is None
                                   else {"*": config.max_interval_us}, keep_warm_s=config.keep_warm_s),
                       rules=file_rules)
-        agent.start(config.detail)  # first of all: restore what an unfinished run left
-    except PolicyError as exc:
+        agent.start(detail)  # first of all: restore what an unfinished run left
+    except (PolicyError, HostError) as exc:
+        # A HostError here: the roots hold no host (--sysfs-root /tmp); nothing was written.
         store.close()
         sock.close()
-        fail(str(exc), 2)
+        fail(str(exc) if isinstance(exc, PolicyError) else f"--sysfs-root {config.sysfs_root}: {exc}", 2)
 
     # An operator reads this once at start: what the agent can only observe here, and why.
     for cap in agent.caps.missing:
@@ -233,6 +256,7 @@ def run(config: RunConfig, host_factory: Callable[[RunConfig, Journal], HostDriv
                     "'Authorization: Bearer' with the token in %s", config.listen, config.token_path)
     stop = threading.Event()
     stopped = threading.Event()  # the restore is done
+    drained = threading.Event()  # and the API has stopped (or was killed)
     restored: list[Any] = []
     crashed: list[BaseException] = []
     worker: threading.Thread | None = None
@@ -242,12 +266,25 @@ def run(config: RunConfig, host_factory: Callable[[RunConfig, Journal], HostDriv
         """SIGTERM's order: the tick loop stops, every written value is put back (and recorded),
         then the API stops taking requests and gives those in flight DRAIN_S."""
         sdnotify.notify("STOPPING=1")
-        if worker is not None:
-            worker.join(STOP_JOIN_S)
-        restored.extend(agent.shutdown())
-        stopped.set()
+        # A database another process holds or a full disk must not make the stop wait (the
+        # unit's TimeoutStopSec) or end it early: the restore needs only the journal's reads.
+        journal.hurry()
+        store.hurry()
+        try:
+            if worker is not None:
+                worker.join(STOP_JOIN_S)
+            restored.extend(agent.shutdown())
+            if journal.kept:
+                log.error("%d restored setting(s) are still in the write journal (%s): the next start or "
+                          "`vftune restore` writes their originals again", journal.kept, journal.unwritable)
+        except Exception as exc:  # never leave the stop half done without a word
+            log.exception("stop failed")
+            crashed.append(exc)
+        finally:
+            stopped.set()
         if api is not None:
             api.drain(DRAIN_S + 0.5)
+        drained.set()
 
     stop_lock = threading.Lock()
 
@@ -264,15 +301,24 @@ def run(config: RunConfig, host_factory: Callable[[RunConfig, Journal], HostDriv
 
     def exit_by_deadline() -> None:
         """Whatever the API is doing, the process is gone EXIT_DEADLINE_S after the stop began,
-        once the restore is done (the restore is never cut short; TimeoutStopSec leaves margin)."""
+        once the restore is done (the restore is never cut short; TimeoutStopSec leaves margin).
+        A restore that took that long leaves the drain DRAIN_AFTER_SLOW_RESTORE_S, and the
+        warning is given only when the API had not drained."""
         began = time.monotonic()
         stopped.wait()
-        time.sleep(max(0.0, EXIT_DEADLINE_S - (time.monotonic() - began)))
-        log.warning("requests still in flight %.1f s after the stop: exiting without them", EXIT_DEADLINE_S)
-        if api is not None:
-            api.kill()
+        left = max(EXIT_DEADLINE_S - (time.monotonic() - began), DRAIN_AFTER_SLOW_RESTORE_S)
+        if drained.wait(left):
+            time.sleep(1.0)  # the main thread exits well within this; a hung close() does not keep us
+        else:
+            log.warning("requests still in flight %.1f s after the restore: exiting without them", left)
+            if api is not None:
+                api.kill()
         logging.shutdown()
-        os._exit(1 if crashed else 0)
+        os._exit(exit_code())
+
+    def exit_code() -> int:
+        """1 when the loop crashed or restored entries could not be forgotten (said at ERROR)."""
+        return 1 if crashed or journal.kept else 0
 
     signal.signal(signal.SIGTERM, request_stop)
     signal.signal(signal.SIGINT, request_stop)
@@ -343,7 +389,45 @@ def run(config: RunConfig, host_factory: Callable[[RunConfig, Journal], HostDriv
         logging.shutdown()
     sys.stdout.flush()
     sys.stderr.flush()
-    os._exit(1 if crashed else 0)
+    os._exit(exit_code())
+
+
+def journal_marker(db: str) -> str:
+    from vftune.store.journal import MARKER_SUFFIX
+
+    return db + MARKER_SUFFIX
+
+
+def restore_read_only(config: RunConfig, host_factory: Callable[[RunConfig, Journal], HostDriver]) -> str:
+    """The history file cannot be written: still put back what its journal holds (read-only)
+    before refusing to run. Returns what was done, as the tail of the one-line refusal."""
+    from vftune.store.journal import Journal, JournalError
+
+    if config.sim is not None or not os.path.isfile(config.db):
+        return ""
+    try:
+        journal = Journal(config.db, read_only=True)
+    except JournalError:
+        return ""
+    try:
+        if not journal.pending():
+            return ""
+        host = host_factory(config, journal)
+        try:
+            results = host.restore()
+        finally:
+            host.close()
+    except Exception as exc:  # whatever the host says, the refusal below is the answer
+        log.error("restoring from the read-only journal failed: %s", exc)
+        return "; its journal could not be restored"
+    finally:
+        journal.close()
+    ok = sum(1 for a in results if a.ok)
+    for a in results:
+        if not a.ok:
+            log.warning("%s %s: not restored: %s", a.target, a.setting, a.error)
+    return (f"; restored {ok} of {len(results)} setting(s) from its read-only journal (kept there: run "
+            "`vftune restore` once it is writable)")
 
 
 def reload_rules(agent: Any, path: str) -> None:

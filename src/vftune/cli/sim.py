@@ -8,7 +8,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from vftune.cli.common import fail
+from vftune.cli.common import SEED_MAX, Number, fail
 from vftune.sim.scenarios import SCENARIOS
 
 
@@ -43,8 +43,9 @@ def register_scenario_files(paths: tuple[str, ...]) -> list[str]:
               help="Scenario to sweep (repeatable; see `vftune sim list`).")
 @click.option("--scenario-file", "files", multiple=True, metavar="PATH",
               help="Scenario TOML file to sweep (repeatable; format: docs/scenarios.md).")
-@click.option("--seed", type=int, default=0, show_default=True, help="Scenario instance.")
-@click.option("--time", "at", type=click.FloatRange(min=0), default=0.0, show_default=True,
+@click.option("--seed", type=Number(0, SEED_MAX, integer=True), default=0, show_default=True,
+              help="Scenario instance.")
+@click.option("--time", "at", type=Number(0, 1e9), default=0.0, show_default=True,
               help="Simulated second whose phase to sweep (phased scenarios).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 @click.option("--plot", type=click.Path(dir_okay=False, writable=True), default=None, metavar="FILE.svg",

@@ -20,13 +20,31 @@ from rich.table import Table
 from rich.text import Text
 
 from vftune import paths
-from vftune.cli.common import fail
+from vftune.cli.common import Number, fail
+from vftune.logsafe import escape
 
 DEFAULT_URL = "http://127.0.0.1:8740"
 
 
 class Unreachable(Exception):
     pass
+
+
+def host_text(value: object, style: str = "") -> Text:
+    """A host-provided string (guest name, decision, reason) as a cell: never rich markup, and
+    control characters (ESC, OSC, newlines) shown escaped instead of reaching the terminal."""
+    return Text(escape(str(value)), style=style)
+
+
+def escaped(data: Any) -> Any:
+    """Every string in an API record with its control characters escaped (logsafe.escape)."""
+    if isinstance(data, str):
+        return escape(data)
+    if isinstance(data, dict):
+        return {k: escaped(v) for k, v in data.items()}
+    if isinstance(data, list):
+        return [escaped(v) for v in data]
+    return data
 
 
 def _headers(token_file: str | None) -> dict[str, str]:
@@ -130,6 +148,7 @@ def _pf_line(pf: dict[str, Any]) -> Text:
 
 
 def render(state: dict[str, Any], width: int) -> RenderableType:
+    state = escaped(state)  # host strings reach the terminal as text, never as its controls
     host = state["host"]
     caps = host["capabilities"]
     parts: list[RenderableType] = []
@@ -175,7 +194,7 @@ def render(state: dict[str, Any], width: int) -> RenderableType:
                 "actuator": vf.get("actuator") or "-", "drops": drops(vf),
                 "objective": vf.get("objective") or "", "last decision": vf["last_decision"] or "",
             }
-            table.add_row(*(cells[c] for c in columns))
+            table.add_row(*(host_text(cells[c]) for c in columns))
         parts.append(table)
         if wide:  # what an operator can fix: the guest agents that do not answer, one line each
             reasons = dict.fromkeys(vf.get("rx_dropped_reason") for vf in by_pf.get(pf["name"], [])
@@ -205,7 +224,7 @@ def _with_search_progress(url: str, state: dict[str, Any], headers: dict[str, st
 @click.option("--url", default=DEFAULT_URL, show_default=True, help="The agent's API.")
 @click.option("--json", "as_json", is_flag=True, help="Print {\"host\": ..., \"vfs\": [...]} as JSON.")
 @click.option("--watch", is_flag=True, help="Redraw in place every --every seconds until Ctrl-C.")
-@click.option("--every", type=click.FloatRange(min=0.2), default=2.0, show_default=True, metavar="SECONDS",
+@click.option("--every", type=Number(0.2, 86400), default=2.0, show_default=True, metavar="SECONDS",
               help="Refresh period of --watch.")
 @click.option("--token-file", default=None, metavar="PATH",
               help="The agent's API token [default: `token` in the state directory].")

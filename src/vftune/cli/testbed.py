@@ -9,41 +9,36 @@ from types import FrameType
 
 import click
 
-from vftune.cli.common import fail
-
-
-def _positive(ctx: click.Context, param: click.Parameter, value: float | None) -> float | None:
-    if value is not None and not (value > 0 and value != float("inf")):
-        raise click.BadParameter(f"{value!r}: must be a positive finite number")
-    return value
+from vftune.cli.common import SEED_MAX, Number, fail
 
 
 @click.command("testbed")
 @click.option("--objective", type=click.Choice(["efficiency", "latency"]), default=None,
               help="Objective to tune for (default: both). efficiency = least CPU with p99 under the bound; "
                    "latency = lowest p99 with CPU under the no-deferral CPU.")
-@click.option("--latency-bound-us", type=float, default=None, callback=_positive, metavar="N",
+@click.option("--latency-bound-us", type=Number(0, 1e7, low_open=True), default=None, metavar="N",
               help="p99 bound for efficiency (default: twice the no-deferral p99 of this run).")
-@click.option("--rate", type=float, default=None, callback=_positive,
+@click.option("--rate", type=Number(0, 1e8, low_open=True), default=None,
               help="Offered requests/s (open loop) [default: 5000; 10000 with --competing-app].")
-@click.option("--tick-us", type=click.IntRange(10, 100_000), default=None, metavar="N",
+@click.option("--tick-us", type=Number(10, 100_000, integer=True), default=None, metavar="N",
               help="Open loop: what is due is sent every N us, in a burst [default: 1000; 100 with --competing-app].")
 @click.option("--competing-app", is_flag=True,
               help="Pin the server and a CPU-bound job to CPU 1 (the client to CPU 0) and tune for the job's "
                    "progress at the no-deferral goodput and p99 bound (efficiency; the default objective here).")
-@click.option("--conns", type=click.IntRange(1, 256), default=8, show_default=True, help="Connections.")
+@click.option("--conns", type=Number(1, 256, integer=True), default=8, show_default=True, help="Connections.")
 @click.option("--mode", type=click.Choice(["open", "closed"]), default="open", show_default=True,
               help="open: fixed offered rate; closed: ping-pong (rate follows latency).")
-@click.option("--window", type=click.FloatRange(0.5, 60), default=2.5, show_default=True, help="Seconds measured per probe.")
-@click.option("--repeats", type=click.IntRange(1, 20), default=3, show_default=True, help="Sweep repeats per setting.")
-@click.option("--runs", type=click.IntRange(1, 10), default=3, show_default=True,
+@click.option("--window", type=Number(0.5, 60), default=2.5, show_default=True, help="Seconds measured per probe.")
+@click.option("--repeats", type=Number(1, 20, integer=True), default=3, show_default=True, help="Sweep repeats per setting.")
+@click.option("--runs", type=Number(1, 10, integer=True), default=3, show_default=True,
               help="Cold-start tuner runs per objective.")
-@click.option("--eval-rounds", type=click.IntRange(1, 30), default=12, show_default=True,
+@click.option("--eval-rounds", type=Number(1, 30, integer=True), default=12, show_default=True,
               help="Side-by-side rounds of each choice against the sweep's best.")
 @click.option("--no-threaded", is_flag=True, help="Leave threaded NAPI out of the sweep.")
-@click.option("--bulk-seconds", type=click.FloatRange(0, 60), default=3.0, show_default=True,
+@click.option("--bulk-seconds", type=Number(0, 60), default=3.0, show_default=True,
               help="iperf3 seconds per setting (0: no bulk run).")
-@click.option("--seed", type=int, default=0, show_default=True, help="Order of the sweep's shuffled repeats.")
+@click.option("--seed", type=Number(0, SEED_MAX, integer=True), default=0, show_default=True,
+              help="Order of the sweep's shuffled repeats.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of tables.")
 @click.option("--quiet", is_flag=True, help="No progress lines on stderr.")
 def command(objective: str | None, latency_bound_us: float | None, rate: float | None, tick_us: int | None,

@@ -89,8 +89,8 @@ class _Checker:
             return default
         value = doc[key]
         name = f"{where}{key}"
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
-            raise self.fail(name, value, "must be a number")
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            raise self.fail(name, value, "must be a finite number")
         if above is not None and not value > above:
             raise self.fail(name, value, f"must be more than {above:g}")
         if low is not None and value < low:

@@ -8,6 +8,7 @@ clock onto the wall clock at start).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import sqlite3
@@ -20,6 +21,7 @@ from typing import Any
 
 from vftune.model import Decision, Inventory, PfSample, VfSample
 from vftune.store.journal import SCHEMA as JOURNAL_SCHEMA
+from vftune.store.journal import STOP_BUSY_S
 from vftune.store.reads import History
 
 # Each entry upgrades the schema from version i to i + 1. Never edit a released step: append.
@@ -234,6 +236,11 @@ class Store(History):
     def close(self) -> None:
         with self._lock:
             self._db.close()
+
+    def hurry(self) -> None:
+        """At stop: a write waits at most STOP_BUSY_S for another process's lock, then fails."""
+        with contextlib.suppress(sqlite3.Error):
+            self._db.execute(f"PRAGMA busy_timeout = {int(STOP_BUSY_S * 1000)}")
 
     # -- writes -------------------------------------------------------------
 

@@ -35,10 +35,10 @@ def guest_event(
 ) -> Any:
     """A guest started or stopped (libvirt hook): re-read who owns which VF on the next tick."""
     if event.operation not in models.GUEST_OPERATIONS:
-        raise BadParameter(f"operation={event.operation!r}: not one of {', '.join(models.GUEST_OPERATIONS)}")
+        raise BadParameter(f"operation: not one of {', '.join(models.GUEST_OPERATIONS)}")
     bad = [pci for pci in event.vfs if not re.match(PCI_ADDRESS, pci)]
     if bad:
-        raise BadParameter(f"vfs: {bad[0]!r} is not a PCI address like 0000:03:10.0")
+        raise BadParameter(f"vfs: {len(bad)} item(s) not a PCI address like 0000:03:10.0")
     t = handle.wall_now()
     event_id = db.record_guest_event(t, event.guest, event.uuid, event.operation, event.vfs,
                                      event.source) if db else 0

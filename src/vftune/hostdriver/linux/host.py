@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
+import re
 import threading
 import time
 from collections.abc import Callable
@@ -51,8 +52,9 @@ from vftune.model import (
     VfDrops,
     VfInfo,
 )
-from vftune.store.journal import Journal, JournalEntry, JournalError, TargetGone
+from vftune.store.journal import Journal, JournalEntry, JournalError, TargetAbsent, TargetGone
 
+PCI_ADDRESS = re.compile(r"[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]")
 log = logging.getLogger("vftune.linux")
 
 # Stock-kernel stand-in for "stay in polling" (Salim's parked state): defer hard IRQs for two
@@ -674,10 +676,11 @@ class LinuxHost(HostDriver):
 
     # -- restore ----------------------------------------------------------------------------
 
-    def restore(self) -> list[Applied]:
-        """Put back every original the journal holds, this run's and any an unclean stop left."""
+    def restore(self, forget_gone: bool = True, forget_absent: bool = False) -> list[Applied]:
+        """Put back every original the journal holds, this run's and any an unclean stop left.
+        Entries whose device is not under the roots are kept unless forget_absent."""
         self._ask_back_vf_settings()
-        return self._journal.restore()
+        return self._journal.restore(forget_gone=forget_gone, forget_absent=forget_absent)
 
     def _ask_back_vf_settings(self) -> None:
         """Before withdrawing vftune's requests, ask each VF for what it ran before them and wait
@@ -697,7 +700,7 @@ class LinuxHost(HostDriver):
                 if before != str(usecs):
                     write_text(path, str(usecs))
                     self._asked_back[str(path)] = before
-            except (TargetGone, HostError):
+            except (TargetGone, TargetAbsent, HostError):
                 continue  # the entry's own restore says what is wrong
             waiting.append((path.parent / pa.VF_ITR_APPLIED_USECS, usecs))
         start = self._clock()
@@ -711,9 +714,25 @@ class LinuxHost(HostDriver):
     def stop(self) -> None:
         self._stopping = True
 
+    def _entry_anchor(self, payload: dict[str, object]) -> Path:
+        """What must exist under the root for an entry to be this host's: the deepest PCI
+        device its path names, else its interface, else its directory."""
+        rel = Path(str(payload.get("path", "")))
+        root = self.sysfs_root if payload.get("root") == "sysfs" else None
+        if root is not None:
+            devices = [part for part in rel.parts if PCI_ADDRESS.fullmatch(part)]
+            if devices:
+                return root / "bus" / "pci" / "devices" / devices[-1]
+            if rel.parts[:2] == ("class", "net") and len(rel.parts) > 2:
+                return root.joinpath(*rel.parts[:3])
+        return self._unrooted(payload).parent
+
     def _entry_path(self, entry: JournalEntry) -> Path:
         path = self._unrooted(entry.payload)
         if not path.exists():
+            anchor = self._entry_anchor(entry.payload)
+            if not anchor.exists():
+                raise TargetAbsent(f"{path}: {anchor} is not there (is the root the host that was tuned?)")
             raise TargetGone(f"{path}: no longer exists")
         return path
 
