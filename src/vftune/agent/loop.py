@@ -34,6 +34,7 @@ from vftune.agent.policy import (
 )
 from vftune.agent.recording import SampleRecorder
 from vftune.agent.sampling import RateDeriver
+from vftune.agent.value import MeasuresWindows, ValueMeter, summarize
 from vftune.hostdriver.base import HostDriver, HostError
 from vftune.itr import same_itr, usecs_to_itr
 from vftune.model import (
@@ -55,6 +56,7 @@ from vftune.model import (
     VfInfo,
     VfSample,
     VfView,
+    VsAdaptive,
     decision_cause,
 )
 from vftune.rules import EMPTY, NO_RULE, ConfigFile, VfRule, VfTarget
@@ -105,6 +107,7 @@ class VfState:
     last_decision: str | None = None
     rule: VfRule = NO_RULE  # what the config file's rules say about this VF
     totals: dict[str, float] = field(default_factory=dict)  # model.VF_TOTALS since start
+    value: ValueMeter = field(default_factory=ValueMeter)  # its set rates against its adaptive ITR
 
 
 @dataclass
@@ -197,6 +200,7 @@ class Agent:
         self.costs = CostTracker()
         self._recorder = SampleRecorder(self.config.record_every_s)
         self._refresh_reason: str | None = None
+        self._last_refresh_reason: str | None = None  # the last one logged at INFO
         self._guest_of: dict[str, str] = {}
         self.rules = rules or EMPTY  # the config file's [[rule]]s; set_rules() swaps them
         self._decision_counts: dict[tuple[str, str], int] = {}
@@ -224,6 +228,7 @@ class Agent:
             pfs = tuple(self._pf_view(pf, self.pfs.get(pf.name)) for pf in self.inventory.pfs)
             vfs = tuple(self._vf_view(vf, self.vfs.get(vf.pci)) for vf in self.inventory.vfs())
             return AgentView(
+                vs_adaptive=summarize(vfs),
                 backend=self.host.name, detail=self.detail, started=self.started_wall,
                 interval_s=self.config.interval, ticks=self.ticks, last_tick_wall=self.last_tick_wall,
                 capabilities=self.caps, pfs=pfs, vfs=vfs, ignored=self.inventory.ignored,
@@ -254,7 +259,14 @@ class Agent:
             actuator=act.actuator, actuator_reason=act.reason, rx_dropped_pps=rx_dropped,
             rx_dropped_source=drops.source, rx_dropped_reason=drops.reason,
             itr_pending=st.pending_itr if st else None,
+            vs_adaptive=self._vs_adaptive(st, s),
         )
+
+    def _vs_adaptive(self, st: VfState | None, s: VfSample | None) -> VsAdaptive | None:
+        """A VF holding a set rate (not searching, nothing on its way) against its adaptive ITR."""
+        if st is None or s is None or st.itr == 0 or st.pending_itr is not None or _vf_state(st) == "searching":
+            return None
+        return st.value.compare(st.itr, s.t)
 
     @staticmethod
     def _pf_view(pf: PfInfo, st: PfState | None) -> PfView:
@@ -394,7 +406,11 @@ class Agent:
         if self._refresh_reason is not None or (self.ticks and self._due(self.config.inventory_every_s)):
             reason, self._refresh_reason = self._refresh_reason, None
             if reason:
-                log.info("inventory refresh: %s", reason)
+                # A state that repeats (a host whose listener fires every tick) is said once,
+                # and again when the reason changes.
+                log.log(logging.DEBUG if reason == self._last_refresh_reason else logging.INFO,
+                        "inventory refresh: %s", reason)
+                self._last_refresh_reason = reason
             decisions.extend(self.refresh_inventory())
         snap = self.host.snapshot()
         decisions.extend(self._collect(self.wall(snap.time)))
@@ -426,6 +442,9 @@ class Agent:
                 if st is not None:
                     st.sample = s
                     st.policy_state = self._policies[s.pci].state()
+                    policy = self._policies[s.pci]
+                    if isinstance(policy, MeasuresWindows):
+                        st.value.add(policy.measured_window())
                     _add_totals(st.totals, s)
             for p in pf_samples:
                 if p.pf in self.pfs:
@@ -556,7 +575,11 @@ class Agent:
                         st.itr = int(a.applied or 0)
                     st.pending_itr = None  # in force, or failed: nothing is on its way either way
                     st.last_decision = f"{st.last_decision or ''}: {'applied' if a.ok else 'failed'}".lstrip(": ")
-            self._log_applied(a, reason)
+            if a.setting == "itr_confirmed" and a.ok:
+                # Routine: the VF says it runs what was written (its write was logged already).
+                log.debug("%s itr confirmed: %s -> %s (%s)", a.target, a.old, a.applied, reason)
+            else:
+                self._log_applied(a, reason)
             decisions.append(Decision(t, a.target, a.setting, a.old, a.requested, a.applied, a.ok, reason, a.error))
         return decisions
 
