@@ -59,7 +59,7 @@ from vftune.model import (
     VsAdaptive,
     decision_cause,
 )
-from vftune.rules import EMPTY, NO_RULE, ConfigFile, VfRule, VfTarget
+from vftune.rules import EMPTY, NO_RULE, ConfigError, ConfigFile, Rule, VfRule, VfTarget, parse_api_rules
 from vftune.store.db import Store
 
 log = logging.getLogger("vftune.agent")
@@ -203,6 +203,8 @@ class Agent:
         self._last_refresh_reason: str | None = None  # the last one logged at INFO
         self._guest_of: dict[str, str] = {}
         self.rules = rules or EMPTY  # the config file's [[rule]]s; set_rules() swaps them
+        # Keeps the API's rules across restarts (`vftune run` writes them to the state directory).
+        self.api_rules_saver: Callable[[tuple[Rule, ...]], None] = lambda rules: None
         self._decision_counts: dict[tuple[str, str], int] = {}
         self._tick_counts = [0] * (len(TICK_BUCKETS) + 1)
         self._tick_sum = 0.0
@@ -302,13 +304,31 @@ class Agent:
     # -- inventory ----------------------------------------------------------
 
     def set_rules(self, rules: ConfigFile) -> None:
-        """New rules (a SIGHUP reload): applied on the next tick's inventory refresh."""
-        self.rules = rules
+        """New file rules (a SIGHUP reload): applied on the next tick's inventory refresh; the
+        API's rules stay."""
+        self.rules = replace(rules, api_rules=self.rules.api_rules)
         self.request_refresh(f"config reloaded from {rules.path}")
+
+    def list_rules(self) -> list[dict[str, Any]]:
+        """Every rule in match order, with its source (GET /v1/rules)."""
+        return self.rules.listed()
+
+    def put_api_rules(self, body: object) -> list[dict[str, Any]]:
+        """Replace the API's rules (PUT /v1/rules): checked as a file's are (ValueError lists
+        every problem), kept by `api_rules_saver`, applied at the next tick."""
+        try:
+            new = parse_api_rules(body)
+        except ConfigError as exc:
+            raise ValueError("\n".join(str(p) for p in exc.problems)) from None  # one problem a line
+        self.api_rules_saver(new)
+        self.rules = replace(self.rules, api_rules=new)
+        self.request_refresh(f"{len(new)} rule(s) set over the API")
+        return self.list_rules()
 
     def _rule_for(self, pf: PfInfo, vf: VfInfo) -> VfRule:
         return self.rules.rule_for(VfTarget(vf=vf.pci, pf=pf.name, pf_pci=pf.pci,
-                                            guest=vf.guest.name if vf.guest else None))
+                                            guest=vf.guest.name if vf.guest else None,
+                                            guest_uuid=vf.guest.uuid if vf.guest else None))
 
     def _new_policy(self, pci: str, rule: VfRule) -> VfPolicy:
         """The VF's policy: the rule's pin or exclusion, else the configured policy for its goal."""

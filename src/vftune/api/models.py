@@ -274,3 +274,18 @@ class ProfilesRecord(BaseModel):
 class ProfilesImported(BaseModel):
     imported: int = Field(description="entries merged")
     profiles: ProfilesRecord
+
+
+class RuleOut(BaseModel):
+    match: dict[str, str] = Field(description="guest, uuid, vf or pf globs; all must match")
+    objective: str | None = None
+    max_interval_us: float | None = None
+    throughput_margin: float | None = None
+    pin_itr: int | None = None
+    exclude: bool | None = None
+    source: str = Field(description='"api", the config file or the drop-in it came from')
+    index: int = Field(description="its place in its source, from 1")
+
+
+class RulesOut(BaseModel):
+    rules: list[RuleOut] = Field(description="in match order: the first that matches a VF decides")

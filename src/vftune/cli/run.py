@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 import errno
+import functools
 import gc
 import ipaddress
 import logging
@@ -40,6 +42,7 @@ log = logging.getLogger("vftune")
 DEFAULTS = RunConfig()
 STOP_JOIN_S = 1.5  # longest a tick in progress may hold up the restore on SIGTERM
 DRAIN_S = 1.5  # then requests in flight get this long; the whole stop stays under 5 s
+API_RULES_NAME = "api-rules.json"
 EXIT_DEADLINE_S = 4.0  # the latest exit after a stop began, restore permitting
 
 
@@ -57,7 +60,7 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-def bind(listen: Listen) -> socket.socket:
+def bind(listen: Listen, option: str = "--listen") -> socket.socket:
     # IPPROTO_TCP named: asyncio turns Nagle off (TCP_NODELAY) only on connections accepted from a
     # socket that says it is TCP; without it every small keep-alive response waited ~40 ms for
     # the client's delayed ACK.
@@ -68,11 +71,16 @@ def bind(listen: Listen) -> socket.socket:
     except OSError as exc:
         sock.close()
         if exc.errno == errno.EADDRINUSE:
-            fail(f"--listen {listen.host}:{listen.port}: port already in use (is another vftune running?)", 1)
-        fail(f"--listen {listen.host}:{listen.port}: cannot bind: {exc.strerror}", 2)
+            fail(f"{option} {listen.host}:{listen.port}: port already in use (is another vftune running?)", 1)
+        fail(f"{option} {listen.host}:{listen.port}: cannot bind: {exc.strerror}", 2)
     sock.listen(128)
     sock.set_inheritable(True)
     return sock
+
+
+def api_rules_path(db: str) -> Path:
+    """Where the API's rules are kept: beside the history file (the state directory)."""
+    return Path(db).parent / API_RULES_NAME
 
 
 def open_host(config: RunConfig, journal: Journal) -> HostDriver:
@@ -108,6 +116,9 @@ def open_host(config: RunConfig, journal: Journal) -> HostDriver:
                    "/var/lib/vftune for root].")
 @click.option("--listen", default=DEFAULTS.listen, show_default=True,
               help="API address HOST:PORT. Beyond loopback every endpoint needs the token.")
+@click.option("--metrics-listen", default=DEFAULTS.metrics_listen, metavar="HOST:PORT",
+              help="Also serve /metrics and /healthz, and nothing else, on HOST:PORT without the token, "
+              "for Prometheus scrapers beyond loopback (the unit's IPAddressAllow= says who may connect).")
 @click.option("--token-file", default=None, metavar="PATH",
               help="The API's bearer token, created 0600 at first start [default: `token` beside --db].")
 @click.option("--interval", type=_number("interval"), default=DEFAULTS.interval, show_default=True,
@@ -187,6 +198,8 @@ def run(config: RunConfig, host_factory: Callable[[RunConfig, Journal], HostDriv
         fail(str(exc), 2)
     try:
         file_rules = rules.load(config.config) if config.config else rules.EMPTY
+        # Rules set over the API (PUT /v1/rules) by the last run, kept beside the history.
+        file_rules = dataclasses.replace(file_rules, api_rules=rules.load_api_rules(api_rules_path(config.db)))
     except rules.ConfigError as exc:
         fail(str(exc.problems[0]), 2)
     if config.db == paths.default_db():
@@ -199,6 +212,8 @@ def run(config: RunConfig, host_factory: Callable[[RunConfig, Journal], HostDriv
         fail(problem, 2)
 
     sock = bind(address)
+    metrics_address = config.metrics_address()
+    metrics_sock = bind(metrics_address, "--metrics-listen") if metrics_address is not None else None
     try:
         token = paths.ensure_token(Path(config.token_path))
     except OSError as exc:
@@ -218,6 +233,7 @@ def run(config: RunConfig, host_factory: Callable[[RunConfig, Journal], HostDriv
                       AgentConfig(interval=config.interval, max_interval_us={} if config.max_interval_us is None
                                   else {"*": config.max_interval_us}, keep_warm_s=config.keep_warm_s),
                       rules=file_rules)
+        agent.api_rules_saver = functools.partial(rules.save_api_rules, api_rules_path(config.db))
         agent.start(config.detail)  # first of all: restore what an unfinished run left
     except PolicyError as exc:
         store.close()
@@ -307,7 +323,7 @@ def run(config: RunConfig, host_factory: Callable[[RunConfig, Journal], HostDriv
                            log_level=config.log_level, log_format=config.log_format, drain_s=DRAIN_S)
     try:
         api = ApiProcess(sock, settings, token, agent, store if store.on_disk else None,
-                         clock_rate=float(getattr(host, "speed", 1.0)))
+                         clock_rate=float(getattr(host, "speed", 1.0)), metrics_sock=metrics_sock)
     except OSError as exc:  # no process to be had (a limit on processes, memory): undo and say so
         log.error("cannot start the API process: %s; restoring and stopping", exc)
         agent.shutdown()
@@ -320,6 +336,8 @@ def run(config: RunConfig, host_factory: Callable[[RunConfig, Journal], HostDriv
     gc.freeze()
     bound_host, bound_port = sock.getsockname()[:2]
     log.info("listening on http://%s:%d, backend %s (%s)", bound_host, bound_port, host.name, config.detail)
+    if metrics_sock is not None:
+        log.info("metrics (no token) on http://%s:%d/metrics", *metrics_sock.getsockname()[:2])
     # READY before the tick loop starts: its first watchdog pet must not reach systemd first.
     sdnotify.notify(f"READY=1\nSTATUS=tuning {len(agent.inventory.vfs())} VFs on {host.name}")
     worker = threading.Thread(target=run_agent, name="vftune-agent", daemon=True)
