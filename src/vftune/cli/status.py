@@ -94,7 +94,7 @@ def phase(vf: dict[str, Any], short: bool = False) -> str:
         return str(state)
     if state == "excluded":
         return "excluded by config"
-    return "own adaptive ITR" if short else "following its own adaptive ITR"
+    return "adaptive" if short else "following its own adaptive ITR"
 
 
 def drops(vf: dict[str, Any]) -> str:
