@@ -14,6 +14,7 @@ from typing import Any, TypeVar
 import click
 
 from vftune import rules
+from vftune.cli.common import FullHelpGroup
 from vftune.config import RunConfig
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -102,7 +103,7 @@ def config_option(f: F) -> F:
     )(f)
 
 
-@click.group("config")
+@click.group("config", cls=FullHelpGroup)
 def command() -> None:
     """The config file: check it before a reload (`systemctl reload vftune` sends SIGHUP)."""
 
