@@ -79,6 +79,7 @@ class ValueMeter:
         # Per shape and set rate: its windows from around the adaptive reference, and its latest bit rate.
         self._set: dict[tuple[Shape, int], deque[_Measured]] = {}
         self._latest_bps: dict[tuple[Shape, int], float] = {}
+        self._recent: dict[tuple[Shape, int], deque[_Measured]] = {}  # the latest, paired or not
         self._shape: Shape | None = None  # the load's shape at the latest window
         self._last_end: float | None = None
 
@@ -95,21 +96,26 @@ class ValueMeter:
         merit = w.pps if klass.kind == "rr" else w.app_bps
         if w.itr == 0:
             figure = self._adaptive.get(klass.shape)
-            if figure is None:
+            if figure is None or w.end - figure.t > PAIR_S:  # a measurement of today's load, not a mean with old ones
                 self._adaptive[klass.shape] = _Figure(merit, cpu_per_bit, w.end)
             else:
                 figure.add(merit, cpu_per_bit, w.end)
-            # A new adaptive reference: set-rate windows too old to pair with it go.
-            for key, kept in self._set.items():
-                if key[0] == klass.shape:
-                    while kept and kept[0].t < w.end - PAIR_S:
-                        kept.popleft()
+            # A new adaptive reference: the set-rate windows that pair with it are those measured
+            # within PAIR_S of it, the ones kept for the last reference or the latest ones.
+            reference = self._adaptive[klass.shape].t
+            for key in [k for k in self._set if k[0] == klass.shape]:
+                seen = {m.t: m for m in (*self._set[key], *self._recent.get(key, ()))}
+                near = [m for t, m in sorted(seen.items()) if abs(t - reference) <= PAIR_S]
+                self._set[key] = deque(near[-KEPT_WINDOWS:], maxlen=KEPT_WINDOWS)
             return
         key = (klass.shape, w.itr)
+        measured = _Measured(w.end, merit, cpu_per_bit, w.bps)
         self._latest_bps[key] = w.bps
+        self._recent.setdefault(key, deque(maxlen=KEPT_WINDOWS)).append(measured)
         base = self._adaptive.get(klass.shape)
-        if base is None or w.end - base.t <= PAIR_S:  # later ones no longer pair with it
-            self._set.setdefault(key, deque(maxlen=KEPT_WINDOWS)).append(_Measured(w.end, merit, cpu_per_bit, w.bps))
+        paired = self._set.setdefault(key, deque(maxlen=KEPT_WINDOWS))
+        if base is None or w.end - base.t <= PAIR_S:  # later ones pair only with a later reference
+            paired.append(measured)
 
     def compare(self, itr: int, now: float) -> VsAdaptive | None:
         """The rate `itr` in force against the adaptive ITR, for the load's current shape, on
