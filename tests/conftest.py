@@ -42,7 +42,8 @@ class RunningAgent:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             assert self.proc.poll() is None, self.log.read_text()
-            body = httpx.get(f"{self.url}/healthz").json()
+            # The first answer waits for the API process to start: on a loaded machine, seconds.
+            body = httpx.get(f"{self.url}/healthz", timeout=max(5.0, deadline - time.monotonic())).json()
             if body["ticks"] >= ticks:
                 return body
             time.sleep(0.05)

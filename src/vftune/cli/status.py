@@ -8,8 +8,8 @@ number carries its unit. --watch redraws in place; --json prints the API's recor
 from __future__ import annotations
 
 import fnmatch
+import io
 import json
-import shutil
 import signal
 import textwrap
 import time
@@ -219,14 +219,14 @@ def _vf_table(vfs: list[dict[str, Any]], width: int) -> Table:
     for col in columns:
         table.add_column(col, justify="left" if col in ("VF", "guest", "phase", "actuator", "objective", "last decision")
                          else "right", no_wrap=True, overflow="ellipsis",
-                         max_width=9 if narrow and col == "guest" else None,
+                         max_width=(9 if narrow else None if wide else 12) if col == "guest" else None,
                          ratio=1 if col == "last decision" else None)
     for vf in vfs:
         cells = {
             "VF": _short_pci(vf["pci"], narrow), "guest": vf["guest"] or "-", "ITR": itr_cell(vf, narrow),
             "rx": rate(vf["rx_bps"], "b/s"), "rx pkts": rate(vf["rx_pps"], "p/s"), "tx": rate(vf["tx_bps"], "b/s"),
             "interrupts": rate(vf["interrupts_per_s"], "/s"), "bought": bought(vf), "CPU/Gb": cpu_per_gbit(vf),
-            "phase": phase(vf, narrow), "actuator": vf.get("actuator") or "-", "drops": drops(vf),
+            "phase": phase(vf, not wide), "actuator": vf.get("actuator") or "-", "drops": drops(vf),
             "objective": vf.get("objective") or "", "last decision": vf["last_decision"] or "",
         }
         table.add_row(*(cells[c] for c in columns))
@@ -291,6 +291,23 @@ def render(state: dict[str, Any], width: int, rows: int | None = None, pf_name: 
         for item in legend:  # prose: wrapped between words
             parts += [Text(line, style="dim", no_wrap=True) for line in textwrap.wrap(item, width, subsequent_indent="  ")]
     return Group(*parts)
+
+
+def _height(view: RenderableType, width: int) -> int:
+    out = io.StringIO()
+    Console(file=out, width=width, color_system=None).print(view)
+    return out.getvalue().count("\n")
+
+
+def fitted(state: dict[str, Any], width: int, height: int, pf_name: str | None = None,
+           guest: str | None = None) -> RenderableType:
+    """The report with as many VF rows as fit `height` lines (--watch: every port on the screen)."""
+    rows = max(3 * len(state["host"]["pfs"]), height)
+    while True:
+        view = render(state, width, rows, pf_name, guest)
+        if rows <= 3 * len(state["host"]["pfs"]) or _height(view, width) <= height - 1:
+            return view
+        rows -= len(state["host"]["pfs"])
 
 
 def _filtered(state: dict[str, Any], pf_name: str | None, guest: str | None) -> dict[str, Any]:
@@ -366,12 +383,9 @@ def command(url: str, as_json: bool, watch: bool, every: float, token_file: str 
         try:
             while True:
                 try:
-                    state = fetch(url, token_file)
-                    # What fits the terminal: its height less the header's lines and each port's own.
-                    rows = None if show_all else max(3, shutil.get_terminal_size().lines - 8 - 3 * len(
-                        state["host"]["pfs"]))
-                    view: RenderableType = render(_with_search_progress(url, state, headers), console.width, rows,
-                                                  pf_name, guest)
+                    state = _with_search_progress(url, fetch(url, token_file), headers)
+                    view: RenderableType = (render(state, console.width, None, pf_name, guest) if show_all else
+                                            fitted(state, console.width, console.height, pf_name, guest))
                 except Unreachable as exc:
                     view = Text(f"vftune: {exc} (retrying every {every:g} s)", style="red")
                 live.update(view, refresh=True)
