@@ -68,12 +68,15 @@ def _bought(value: VsAdaptive | None) -> tuple[str, str]:
 
 
 def _gapped(rows: list[dict[str, Any]], bucket_s: float, value: Any) -> list[tuple[float, float]]:
-    """(t, value(row)) per row, with a gap (NaN) where buckets are missing: no line across a
-    time the agent recorded nothing (it was stopped, or the VF was away)."""
+    """(t, value(row)) per row, with a gap (NaN) where rows are missing: no line across a time
+    the agent recorded nothing (it was stopped, or the VF was away). Missing: more than three
+    times the rows' usual spacing apart (a bucket, or the recording period when that is longer)."""
+    steps = sorted(b["t"] - a["t"] for a, b in zip(rows, rows[1:]))
+    usual = max(bucket_s, steps[len(steps) // 2] if steps else bucket_s)
     points: list[tuple[float, float]] = []
     last: float | None = None
     for r in rows:
-        if last is not None and r["t"] - last > 1.5 * bucket_s:
+        if last is not None and r["t"] - last > 3 * usual:
             points.append(((last + r["t"]) / 2, float("nan")))
         y = value(r)
         points.append((r["t"], float("nan") if y is None else float(y)))
