@@ -21,6 +21,9 @@ LOG_LEVELS = ("debug", "info", "warning", "error")
 LOG_FORMATS = ("text", "json")
 GUEST_AGENT_MODES = ("auto", "on", "off")  # hostdriver/linux/guest_wiring.py says what each does
 GUEST_RX_DROPS_MODES = ("auto", "off")  # hostdriver/linux/guest_agent/socket_drops.py
+# Where guests come from: libvirt, the QEMU processes' command lines (hostdriver/linux/qemu_guests.py),
+# or libvirt where it answers, else the processes.
+GUEST_SOURCES = ("auto", "libvirt", "qemu")
 
 # Numeric options: field -> (option, low, high, low excluded). The CLI's types and validate()
 # both use these, so a config file gets the same one-line answers as a flag.
@@ -74,7 +77,8 @@ class RunConfig:
     seed: int = 0  # simulator seed
     sysfs_root: str = "/sys"
     procfs_root: str = "/proc"
-    libvirt_uri: str = "qemu:///system"  # "none": no guest ownership
+    libvirt_uri: str = "qemu:///system"  # "none": no libvirt
+    guest_source: str = "auto"  # GUEST_SOURCES: libvirt, QEMU processes, or libvirt where it answers
     # Set VFs' ITR inside their guests (ethtool through the QEMU guest agent): auto where the
     # patched PF cannot, on for every guest-held VF, off never.
     guest_agent: str = "auto"
@@ -144,6 +148,8 @@ class RunConfig:
             for option, root in (("--sysfs-root", self.sysfs_root), ("--procfs-root", self.procfs_root)):
                 if not os.path.isdir(root):
                     raise ValueError(f"{option} {root}: not a directory")
+        if self.guest_source not in GUEST_SOURCES:
+            raise ValueError(f"--guest-source {self.guest_source!r}: choose from {', '.join(GUEST_SOURCES)}")
         if self.guest_agent not in GUEST_AGENT_MODES:
             raise ValueError(f"--guest-agent {self.guest_agent!r}: choose from {', '.join(GUEST_AGENT_MODES)}")
         if self.guest_rx_drops not in GUEST_RX_DROPS_MODES:

@@ -13,7 +13,7 @@ import click
 
 from vftune import paths
 from vftune.cli.common import fail
-from vftune.cli.inventory import libvirt_uri_option, procfs_root_option, sysfs_root_option
+from vftune.cli.inventory import guest_source_option, libvirt_uri_option, procfs_root_option, sysfs_root_option
 
 
 @click.command("restore")
@@ -22,9 +22,10 @@ from vftune.cli.inventory import libvirt_uri_option, procfs_root_option, sysfs_r
 @sysfs_root_option
 @procfs_root_option
 @libvirt_uri_option
+@guest_source_option
 @click.option("--guest-agent-sockets", default=None, metavar="DIR",
               help="Reach guest agents on DIR/<guest>.sock instead of through libvirt (as `vftune run` did).")
-def command(db: str | None, sysfs_root: str, procfs_root: str, libvirt_uri: str,
+def command(db: str | None, sysfs_root: str, procfs_root: str, libvirt_uri: str, guest_source: str,
             guest_agent_sockets: str | None) -> None:
     """Write back every original value the journal holds (after a crash, or before removal)."""
     import os
@@ -54,7 +55,8 @@ def command(db: str | None, sysfs_root: str, procfs_root: str, libvirt_uri: str,
 
     # Writing sysfs back needs no netlink: a source that is never asked.
     host = LinuxHost(sysfs_root, procfs_root, None if libvirt_uri == "none" else libvirt_uri,
-                     netlink=ReplaySource({}), journal=journal, guest_agent_sockets=guest_agent_sockets)
+                     netlink=ReplaySource({}), journal=journal, guest_agent_sockets=guest_agent_sockets,
+                     guest_source=guest_source)
     try:
         results = host.restore()
     finally:

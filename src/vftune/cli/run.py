@@ -27,6 +27,7 @@ from vftune.config import (
     DEFAULT_SCENARIO,
     GUEST_AGENT_MODES,
     GUEST_RX_DROPS_MODES,
+    GUEST_SOURCES,
     LIMITS,
     LOG_FORMATS,
     LOG_LEVELS,
@@ -92,6 +93,7 @@ def open_host(config: RunConfig, journal: Journal) -> HostDriver:
     from vftune.hostdriver.linux.host import LinuxHost
 
     return LinuxHost(sysfs_root=config.sysfs_root, procfs_root=config.procfs_root, libvirt_uri=config.libvirt,
+                     guest_source=config.guest_source,
                      journal=journal, guest_agent=config.guest_agent,
                      guest_agent_sockets=config.guest_agent_sockets, guest_rx_drops=config.guest_rx_drops,
                      # Each read is a few guest-agent calls in the guest: no more often than
@@ -140,6 +142,9 @@ def open_host(config: RunConfig, journal: Journal) -> HostDriver:
               help="Where procfs is mounted (linux backend).")
 @click.option("--libvirt-uri", default=DEFAULTS.libvirt_uri, show_default=True,
               help="libvirt connection for guest ownership (linux backend); 'none' to skip.")
+@click.option("--guest-source", type=click.Choice(GUEST_SOURCES), default=DEFAULTS.guest_source, show_default=True,
+              help="Where guests come from: libvirt, the QEMU processes' command lines in --procfs-root (Proxmox VE, "
+              "KubeVirt, scripts), or auto: libvirt where it answers, else the processes (linux backend).")
 @click.option("--guest-agent", type=click.Choice(GUEST_AGENT_MODES), default=DEFAULTS.guest_agent, show_default=True,
               help="Set VF ITRs inside guests with their ethtool through the QEMU guest agent: auto where the "
               "patched PF cannot, on for every guest-held VF, off never (linux backend).")
