@@ -240,6 +240,9 @@ def run(config: RunConfig, host_factory: Callable[[RunConfig, Journal], HostDriv
                       rules=file_rules)
         agent.api_rules_saver = functools.partial(rules.save_api_rules, api_rules_path(config.db))
         agent.start(config.detail)  # first of all: restore what an unfinished run left
+        source = getattr(host, "guest_source_in_use", None)
+        if isinstance(source, str):  # where guests come from, in /v1/host's detail and status' header
+            agent.detail = f"{config.detail} guests={'libvirt' if source == 'libvirt' else 'qemu-processes'}"
     except PolicyError as exc:
         store.close()
         sock.close()

@@ -286,9 +286,10 @@ class LinuxHost(HostDriver):
     @property
     def inventory_errors(self) -> tuple[str, ...]:
         """Why guests may be missing from the inventory (libvirt down, unreadable domain XML)."""
-        if self.guest_source_in_use == "qemu":
-            return self._qemu.errors
-        return self._guests.view().errors if self._guests is not None else ()
+        libvirt = self._guests.view().errors if self._guests is not None else ()
+        if self.guest_source_in_use == "qemu":  # with auto: why libvirt was not used, then the processes'
+            return libvirt + self._qemu.errors
+        return libvirt
 
     def inventory(self) -> Inventory:
         sysfs = scan(self.sysfs_root)
