@@ -112,3 +112,59 @@ def test_guest_source_is_an_option_of_run_inventory_and_restore():
         assert "--guest-source [auto|libvirt|qemu]" in out.stdout, sub
     bad = subprocess.run([*VFTUNE, "inventory", "--guest-source", "xen"], capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2 and "Traceback" not in bad.stderr
+
+
+def test_the_agent_tunes_vfs_of_qemu_process_guests_and_hands_back_those_whose_qemu_exits(tmp_path):
+    """The Linux backend on a fixture host (patched 82599 PF, VFs that fetch what the host asks),
+    guests only as QEMU processes: their VFs are set, and a guest's VFs go back to their adaptive
+    ITR when its process exits."""
+    import hosttree
+    from linux_host import FetchingVfs, ManualClock, fixture_replies, make_tree
+
+    from vftune.agent.loop import Agent, AgentConfig
+    from vftune.agent.policy import FixedItr, Observe, StockMode
+    from vftune.hostdriver.linux.host import LinuxHost
+    from vftune.hostdriver.linux.netlink_vfstats import ReplaySource
+    from vftune.store.db import Store
+
+    root = tmp_path / "host"
+    sysfs, procfs, _ = make_tree(root)
+    for g in hosttree.GUESTS:  # the fixture's guests, started by a script: each with its own VFs
+        devices = [a for (pf, n), owner in sorted(hosttree.VF_OWNERS.items()) if owner == g.name
+                   for a in ("-device", f"vfio-pci,host={hosttree.vf_bdf(pf, n)}")]
+        argv = ["qemu-system-x86_64", "-enable-kvm", "-name", g.name, "-uuid", g.uuid, *devices]
+        (procfs / str(g.pid) / "cmdline").write_text("\0".join(argv) + "\0")
+    clock = ManualClock()
+    vfs = FetchingVfs(root, clock)
+    host = LinuxHost(sysfs, procfs, None, ReplaySource(fixture_replies()), clock=clock, sleeper=vfs.sleep,
+                     guest_source="qemu")
+    store = Store(tmp_path / "vftune.db")
+    agent: list[Agent] = []
+
+    def policy(pci, caps):  # set a rate on VFs a guest holds; leave the others alone
+        vf = agent[0].inventory.vf(pci)
+        return FixedItr(20000) if vf is not None and vf.guest is not None else Observe()
+
+    try:
+        agent.append(Agent(host, store, policy, lambda pf, caps: StockMode(), AgentConfig(interval=1.0)))
+        agent[0].start("qemu processes")
+        for _ in range(4):
+            host.sleep(1.0)
+            agent[0].tick()
+        cache_vf = hosttree.vf_bdf(hosttree.PF0[0], 6)  # vm-cache0's, on the patched PF
+        web_vf = hosttree.vf_bdf(hosttree.PF0[0], 0)
+        assert agent[0].inventory.vf(cache_vf).guest.name == "vm-cache0"
+        assert agent[0].vfs[cache_vf].itr == agent[0].vfs[web_vf].itr == 20345
+        cache = next(g for g in hosttree.GUESTS if g.name == "vm-cache0")
+        shutil.rmtree(procfs / str(cache.pid))  # vm-cache0's QEMU exits
+        for _ in range(4):
+            host.sleep(1.0)
+            agent[0].tick()
+        assert agent[0].inventory.vf(cache_vf).guest is None
+        assert agent[0].vfs[cache_vf].itr == 0, "handed back to its adaptive ITR"
+        assert agent[0].vfs[web_vf].itr == 20345, "the other guests' VFs keep theirs"
+        reasons = [d["reason"] for d in store.decisions(cache_vf, 0, float("inf"), 20)]
+        assert f"owner changed (was {cache.uuid}): back to adaptive" in reasons
+    finally:
+        host.close()
+        store.close()
