@@ -194,6 +194,8 @@ class ConfigFile:
     rules: tuple[Rule, ...] = ()
     # Set over the API (PUT /v1/rules): matched before the files' rules.
     api_rules: tuple[Rule, ...] = ()
+    # The file each [run] value came from, when a drop-in set it (else `path`).
+    run_sources: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def all_rules(self) -> tuple[Rule, ...]:
@@ -355,6 +357,7 @@ def load(path: str) -> ConfigFile:
         raise ConfigError(problems)
     config, problems = parse(text, path)
     run, rules = dict(config.run), list(config.rules)
+    sources: dict[str, str] = {}
     folder = drop_in_dir(path)
     for drop_in in sorted(folder.glob("*.toml")) if folder.is_dir() else []:
         part_text = _read(str(drop_in), problems)
@@ -363,8 +366,9 @@ def load(path: str) -> ConfigFile:
         part, found = parse(part_text, str(drop_in), source=str(drop_in))
         problems += found
         run.update(part.run)
+        sources.update(dict.fromkeys(part.run, str(drop_in)))
         rules += part.rules
-    config = ConfigFile(path=path, run=run, rules=tuple(rules))
+    config = ConfigFile(path=path, run=run, rules=tuple(rules), run_sources=sources)
     if problems:
         raise ConfigError(problems, config)
     return config

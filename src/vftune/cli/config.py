@@ -42,7 +42,8 @@ def semantic_problems(config: rules.ConfigFile) -> list[rules.Problem]:
         try:
             RunConfig(**{attr: value}).validate(list(SCENARIOS))
         except (ValueError, TypeError) as exc:
-            problems.append(rules.Problem(path, f"run.{_option_name(attr)}", value, str(exc).split(": ", 1)[-1]))
+            problems.append(rules.Problem(config.run_sources.get(attr, path), f"run.{_option_name(attr)}", value,
+                                          str(exc).split(": ", 1)[-1]))
     try:
         run = RunConfig(**run_values)
         if not problems:

@@ -209,12 +209,15 @@ def _state_counts(vfs: list[dict[str, Any]]) -> str:
 
 def _vf_table(vfs: list[dict[str, Any]], width: int) -> Table:
     wide, narrow = width >= 150, width < 110
-    # One space between columns; narrow terminals lose the packet rate, transmit and drops.
-    table = Table(box=None, pad_edge=False, padding=(0, 1, 0, 0), header_style="bold", expand=wide)
-    columns = ["VF", "guest", "ITR", "rx", "rx pkts", "tx", "interrupts", "bought", "CPU/Gb", "drops", "phase"]
+    # Narrow terminals get one space between columns and lose the packet rate and transmit; the
+    # drops, actuator, objective and last decision need 150 columns.
+    table = Table(box=None, pad_edge=False, padding=(0, 1, 0, 0) if narrow else (0, 1), header_style="bold",
+                  expand=wide)
+    columns = ["VF", "guest", "ITR", "rx", "rx pkts", "tx", "interrupts", "bought", "CPU/Gb", "phase"]
     if narrow:
-        columns = [c for c in columns if c not in ("rx pkts", "tx", "drops")]
+        columns = [c for c in columns if c not in ("rx pkts", "tx")]
     if wide:
+        columns.insert(columns.index("CPU/Gb") + 1, "drops")
         columns += ["actuator", "objective", "last decision"]
     for col in columns:
         table.add_column(col, justify="left" if col in ("VF", "guest", "phase", "actuator", "objective", "last decision")
@@ -239,7 +242,6 @@ def render(state: dict[str, Any], width: int, rows: int | None = None, pf_name: 
     among the ports shown, the VFs that matter first; pf_name, guest (a glob): only those."""
     host = state["host"]
     caps = host["capabilities"]
-    narrow = width < 110
     parts: list[RenderableType] = []
     head = [f"vftune {host['backend']} ({host['detail']})", f"{host['vf_count']} VFs: {_state_counts(state['vfs'])}",
             f"tick {host['interval_s']:g} s x {host['ticks']}", f"ITR {caps['itr_min']}..{caps['itr_max']}/s"]
@@ -272,10 +274,10 @@ def render(state: dict[str, Any], width: int, rows: int | None = None, pf_name: 
             parts += _lines([f"  ... {len(rest)} more VFs ({_state_counts(rest)})",
                              f"--pf {pf['name']} or --guest GLOB to see them"], width, style="dim")
         shown_any_value = shown_any_value or any(vf.get("vs_adaptive") for vf in shown)
-        if not narrow:
+        if width >= 150:  # the drops column's words, explained under the table
             words |= {str(vf.get("rx_dropped_source")) for vf in shown if vf.get("rx_dropped_pps") is None}
         if width >= 150:  # what an operator can fix: the guest agents that do not answer, one line each
-            reasons = dict.fromkeys(vf.get("rx_dropped_reason") for vf in shown
+            reasons = dict.fromkeys(vf.get("rx_dropped_reason") for vf in sorted(shown, key=lambda v: v["pci"])
                                     if vf.get("rx_dropped_source") == "unavailable")
             parts.extend(Text(f"  drops unknown: {r}", style="yellow", no_wrap=True, overflow="ellipsis")
                          for r in reasons if r)

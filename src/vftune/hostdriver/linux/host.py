@@ -133,7 +133,7 @@ class LinuxHost(HostDriver):
         libvirt_wait_s: float = 5.0,
         journal: Journal | None = None,
         counter_refresh: EthtoolStatsRefresher | None = None,
-        guest_source: str = "auto",
+        guest_source: str = "libvirt",
     ) -> None:
         """netlink: None opens pyroute2's IPRoute; an IPRoute (e.g. in a netns) or any object with
         link_reply(ifname) -> wire bytes is used instead.
@@ -146,7 +146,9 @@ class LinuxHost(HostDriver):
         (guest_agent/socket_drops.py), into Snapshot.guest_rx_drops; "off" never.
         journal: where originals are kept until restored; None keeps them in this process only.
         counter_refresh: reads stock PFs' ethtool statistics so VF counters are fresh each
-        snapshot (ethtool_stats.py); None opens one in this network namespace."""
+        snapshot (ethtool_stats.py); None opens one in this network namespace.
+        guest_source: "libvirt", "qemu" (the QEMU processes' command lines, qemu_guests.py) or
+        "auto" (libvirt where it answers, else the processes); `vftune run` defaults to auto."""
         self.sysfs_root = Path(sysfs_root)
         self.procfs_root = Path(procfs_root)
         self.libvirt_uri = libvirt_uri
