@@ -95,19 +95,21 @@ def test_config_check_names_file_key_and_value_once_per_problem(tmp_path):
     lines = bad.stderr.strip().splitlines()
     path = str(tmp_path / "vftune.toml")
     assert all(line.startswith(f"vftune: {path}: ") for line in lines)
-    assert any("run.interval = 'fast': expected a number" in line for line in lines)
-    assert any("rule[1].objective = 'speed'" in line for line in lines)
+    # Every problem, in TOML's spelling: the bad interval does not hide the bad listen address.
+    assert any('run.interval = "fast": expected a number' in line for line in lines)
+    assert any('run.listen = "nowhere": expected HOST:PORT' in line for line in lines)
+    assert any('rule[1].objective = "speed"' in line for line in lines)
     assert any("rule[1].pin_itr = 5" in line for line in lines)
-    assert any("rule[2].match.gust = 'x'" in line for line in lines)
+    assert any('rule[2].match.gust = "x"' in line for line in lines)
 
 
 @pytest.mark.parametrize("text, says", [
     ("[run\n", "not valid TOML"),
     ('[run]\nlisten = "127.0.0.1:99999"\n', "outside 0..65535"),
-    ('[run]\npolicy = "magic"\n', "run.policy = 'magic'"),
+    ('[run]\npolicy = "magic"\n', 'run.policy = "magic"'),
     ("[run]\nfrobnicate = 1\n", "run.frobnicate = 1: not a `vftune run` option"),
     ("[[rule]]\nexclude = true\n", "rule[1].match: missing"),
-    ("[run]\nkeep-warm = -1\n", "--keep-warm -1: must be >= 0"),
+    ("[run]\nkeep-warm = -1\n", "run.keep-warm = -1.0: must be >= 0"),
     ('[[rule]]\nmatch = { guest = "*" }\nobjective = "efficiency"\nthroughput_margin = 5\n',
      "rule[1].throughput_margin = 5: expected a share of the best throughput in 0..0.5 (0.05 = 5%)"),
     ('[[rule]]\nmatch = { guest = "*" }\nthroughput_margin = 0.05\n',
@@ -236,7 +238,7 @@ def test_sighup_reloads_rules_and_refuses_a_bad_file(tmp_path):
         path.write_text('[[rule]]\nmatch = { guest = "*" }\npin_itr = "fast"\n')
         agent.proc.send_signal(signal.SIGHUP)
         _wait_for(lambda: "config reload refused" in agent.log.read_text(), "no refusal logged", agent)
-        assert "rule[1].pin_itr = 'fast'" in agent.log.read_text()
+        assert 'rule[1].pin_itr = "fast"' in agent.log.read_text()
         assert set(_states(agent.url).values()) == {"pinned"}, "the rules in force are kept"
         path.write_text('[[rule]]\nmatch = { guest = "*" }\nexclude = true\n')
         agent.proc.send_signal(signal.SIGHUP)

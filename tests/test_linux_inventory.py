@@ -59,7 +59,7 @@ def test_pfs_vfs_and_ignored_devices(tmp_path: Path) -> None:
     assert {vf.driver for vf in pf0.vfs[10:12]} == {"ixgbevf"} and pf0.vfs[12].driver is None
     assert result.pfs[2].num_vfs == 0 and result.pfs[2].vfs == ()
     reasons = {i.name: i.reason for i in result.ignored}
-    assert "not an Intel 82599" in reasons["enp6s0f0np0"] and "15b3:1017" in reasons["enp6s0f0np0"]
+    assert "not an Intel ixgbe-family PF" in reasons["enp6s0f0np0"] and "15b3:1017" in reasons["enp6s0f0np0"]
     assert reasons["eno1"] == "no SR-IOV: 0000:07:00.0 has no sriov_totalvfs"
     assert reasons["enp3s0f0v10"] == "SR-IOV VF 0000:03:12.4 of PF 0000:03:00.0"
     assert "virtual device" in reasons["lo"]
@@ -97,7 +97,8 @@ def test_text_output_and_usage_errors(tmp_path: Path) -> None:
     code, out, _ = run_inventory("--sysfs-root", str(sysfs), "--procfs-root", str(procfs), "--libvirt-uri", "none")
     assert code == 0
     assert out.splitlines()[0] == "enp3s0f0  0000:03:00.0  8086:10fb  ixgbe  VFs 63/63"
-    assert "  enp6s0f0np0: not an Intel 82599: 0000:06:00.0 is 15b3:1017 driven by mlx5_core" in out
+    assert ("  enp6s0f0np0: not an Intel ixgbe-family PF (82599, X540, X550, X552, X553): 0000:06:00.0 is "
+            "15b3:1017 driven by mlx5_core") in out
     code, _, err = run_inventory("--sysfs-root", str(tmp_path / "missing"))
     assert code == 2 and "--sysfs-root" in err and "missing" in err
 

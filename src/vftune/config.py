@@ -21,6 +21,9 @@ LOG_LEVELS = ("debug", "info", "warning", "error")
 LOG_FORMATS = ("text", "json")
 GUEST_AGENT_MODES = ("auto", "on", "off")  # hostdriver/linux/guest_wiring.py says what each does
 GUEST_RX_DROPS_MODES = ("auto", "off")  # hostdriver/linux/guest_agent/socket_drops.py
+# Where guests come from: libvirt, the QEMU processes' command lines (hostdriver/linux/qemu_guests.py),
+# or libvirt where it answers, else the processes.
+GUEST_SOURCES = ("auto", "libvirt", "qemu")
 
 # Numeric options: field -> (option, low, high, low excluded). The CLI's types and validate()
 # both use these, so a config file gets the same one-line answers as a flag.
@@ -46,23 +49,23 @@ class Listen:
         return socket.AF_INET6 if ":" in self.host else socket.AF_INET
 
 
-def parse_listen(value: str) -> Listen:
+def parse_listen(value: str, option: str = "--listen") -> Listen:
     """HOST:PORT or [IPv6]:PORT; raises ValueError with the one-line reason."""
     host, sep, port_text = value.rpartition(":")
     if not sep or not host:
-        raise ValueError(f"--listen {value!r}: expected HOST:PORT, e.g. {DEFAULT_LISTEN}")
+        raise ValueError(f"{option} {value!r}: expected HOST:PORT, e.g. {DEFAULT_LISTEN}")
     if host.startswith("[") and host.endswith("]"):
         host = host[1:-1]
     try:
         port = int(port_text)
     except ValueError:
-        raise ValueError(f"--listen {value!r}: port {port_text!r} is not a number") from None
+        raise ValueError(f"{option} {value!r}: port {port_text!r} is not a number") from None
     if not 0 <= port <= 65535:
-        raise ValueError(f"--listen {value!r}: port {port} is outside 0..65535")
+        raise ValueError(f"{option} {value!r}: port {port} is outside 0..65535")
     try:
         socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_NUMERICSERV)
     except socket.gaierror:
-        raise ValueError(f"--listen {value!r}: cannot resolve host {host!r}") from None
+        raise ValueError(f"{option} {value!r}: cannot resolve host {host!r}") from None
     return Listen(host, port)
 
 
@@ -74,7 +77,8 @@ class RunConfig:
     seed: int = 0  # simulator seed
     sysfs_root: str = "/sys"
     procfs_root: str = "/proc"
-    libvirt_uri: str = "qemu:///system"  # "none": no guest ownership
+    libvirt_uri: str = "qemu:///system"  # "none": no libvirt
+    guest_source: str = "auto"  # GUEST_SOURCES: libvirt, QEMU processes, or libvirt where it answers
     # Set VFs' ITR inside their guests (ethtool through the QEMU guest agent): auto where the
     # patched PF cannot, on for every guest-held VF, off never.
     guest_agent: str = "auto"
@@ -99,6 +103,8 @@ class RunConfig:
     rollup_days: float = 30.0  # days of 1-minute samples, events and decisions to keep
     max_db_mb: float = 1900.0  # history file cap (< 2 GB); the oldest rows go first beyond it
     listen: str = DEFAULT_LISTEN  # API address HOST:PORT
+    # A second listener serving only /metrics and /healthz, without the token (fleet scrapers).
+    metrics_listen: str | None = None
     token_file: str | None = None  # default: `token` beside the history file
     log_level: str = "info"
     log_format: str = "text"  # "json": one JSON object per line
@@ -116,6 +122,9 @@ class RunConfig:
     def address(self) -> Listen:
         return parse_listen(self.listen)
 
+    def metrics_address(self) -> Listen | None:
+        return None if self.metrics_listen is None else parse_listen(self.metrics_listen, "--metrics-listen")
+
     @property
     def token_path(self) -> str:
         return str(paths.token_path(self.db, self.token_file))
@@ -123,6 +132,7 @@ class RunConfig:
     def validate(self, scenarios: tuple[str, ...] | list[str]) -> None:
         """Raise ValueError naming the first option whose value cannot work."""
         self.address()
+        self.metrics_address()
         if self.sim is not None and self.sim not in scenarios:
             raise ValueError(f"--sim {self.sim!r}: unknown scenario; `vftune sim list` shows the "
                              f"{len(scenarios)} there are")
@@ -140,6 +150,8 @@ class RunConfig:
                     raise ValueError(f"{option} {root}: not a directory")
             if not os.path.isdir(os.path.join(self.sysfs_root, "class", "net")):
                 raise ValueError(f"--sysfs-root {self.sysfs_root}: no class/net in it: not a sysfs tree")
+        if self.guest_source not in GUEST_SOURCES:
+            raise ValueError(f"--guest-source {self.guest_source!r}: choose from {', '.join(GUEST_SOURCES)}")
         if self.guest_agent not in GUEST_AGENT_MODES:
             raise ValueError(f"--guest-agent {self.guest_agent!r}: choose from {', '.join(GUEST_AGENT_MODES)}")
         if self.guest_rx_drops not in GUEST_RX_DROPS_MODES:

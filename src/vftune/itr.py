@@ -32,12 +32,25 @@ MTU = 1500
 MAX_VFS_PER_PF = 63  # with one traffic class (31 with 4 TCs, 15 with 8)
 MSIX_PER_VF = 3  # two queue vectors (rx/tx pairs) and the mailbox
 
-# Device ids (ixgbe_type.h): the 82599 family's PFs, and its VF (0x152E under Hyper-V).
-PF_DEVICE_IDS = frozenset({
-    0x10FB, 0x10F7, 0x10F8, 0x10F9, 0x10FC, 0x1507, 0x1514, 0x1517,
-    0x151C, 0x1529, 0x152A, 0x154A, 0x154D, 0x154F, 0x1557, 0x1558,
-})
-VF_DEVICE_IDS = frozenset({0x10ED, 0x152E})
+# Device ids from Debian's linux-source-6.1 (ixgbe_type.h; ixgbevf's defines.h, which vf.h
+# includes): every PF ixgbe drives with SR-IOV, by MAC family. The 82598 has no SR-IOV and is
+# left out. What vftune reads and writes is the same on all of them in that driver: EITR/VTEITR
+# with the same interval field (IXGBE_MIN_INT_RATE 956, IXGBE_MAX_INT_RATE 488281, 2.048-us steps),
+# the VF mailbox, per-VF counters copied by ixgbe_update_stats for every MAC type
+# (PVFGPRC/PVFGPTC/PVFGORC/PVFGOTC/PVFMPRC), and at most 63 VFs a port (IXGBE_MAX_VFS_DRV_LIMIT).
+PF_FAMILIES: dict[int, str] = {
+    **dict.fromkeys((0x10FB, 0x10F7, 0x10F8, 0x10F9, 0x10FC, 0x1507, 0x1514, 0x1517, 0x151C, 0x1529,
+                     0x152A, 0x154A, 0x154D, 0x154F, 0x1557, 0x1558), "82599"),
+    **dict.fromkeys((0x1528, 0x1560), "X540"),
+    **dict.fromkeys((0x1563, 0x15D1), "X550"),
+    **dict.fromkeys((0x15AA, 0x15AB, 0x15AC, 0x15AD, 0x15AE, 0x15B0), "X552"),  # X550EM_x
+    **dict.fromkeys((0x15C2, 0x15C3, 0x15C4, 0x15C6, 0x15C7, 0x15C8, 0x15CE, 0x15E4, 0x15E5), "X553"),  # X550EM_a
+}
+PF_DEVICE_IDS = frozenset(PF_FAMILIES)
+# Their VFs (ixgbevf), and the same under Hyper-V.
+VF_FAMILIES: dict[int, str] = {0x10ED: "82599", 0x152E: "82599", 0x1515: "X540", 0x1530: "X540",
+                               0x1565: "X550", 0x1564: "X550", 0x15A8: "X552", 0x15A9: "X552", 0x15C5: "X553"}
+VF_DEVICE_IDS = frozenset(VF_FAMILIES)
 PF_DEVICE_ID_SFP = 0x10FB  # 82599 SFP+, the common card
 
 

@@ -9,6 +9,7 @@ times in seconds on the host's clock (store: Unix seconds).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
@@ -257,6 +258,42 @@ class Decision:
     cause: str | None = None  # the policy's cause; the store keeps it as the reason's first word
 
 
+MeritKind = Literal["throughput", "response time"]
+
+
+@dataclass(frozen=True)
+class VsAdaptive:
+    """What one VF's set rate bought against its own adaptive ITR, from the tuner's measured
+    windows of the same load shape at each (agent/value.py): merit_change is the change of its
+    merit (throughput; for request/response loads the transaction rate, whose inverse is the
+    response time), + is better; cpu_per_gbit_change the change of CPU per Gb, + is costlier;
+    cpu_change_cores that change at the VF's current throughput (CPU s/s, + spent); age_s the
+    age of the older of the two measurements."""
+
+    merit: MeritKind
+    merit_change: float
+    cpu_per_gbit_change: float
+    cpu_change_cores: float
+    age_s: float
+
+    @property
+    def response_time_change(self) -> float:
+        """For a request/response load: the response time's change (- is better)."""
+        return 1.0 / (1.0 + self.merit_change) - 1.0 if self.merit_change > -1.0 else math.inf
+
+
+@dataclass(frozen=True)
+class HostVsAdaptive:
+    """The host's VFs under a set rate together: how many, their throughput-weighted merit
+    change, the CPU they spend (+) or save (-) against their adaptive ITRs, and the line that
+    says it (e.g. "+12% throughput on 5 VFs, -8% response time on 3, for 0.40 CPU")."""
+
+    vfs: int
+    merit_change: float | None
+    cpu_change_cores: float
+    text: str
+
+
 @dataclass(frozen=True)
 class VfView:
     """One VF as the API, the metrics and `vftune status` show it, taken in one read of the agent."""
@@ -296,6 +333,9 @@ class VfView:
     rx_dropped_reason: str = ""
     # A rate the host accepted that the VF has not taken yet (itr is the one in force), or None.
     itr_pending: int | None = None
+    # What its set rate bought against its adaptive ITR; None while it runs the adaptive ITR,
+    # searches, or either side is not measured yet.
+    vs_adaptive: VsAdaptive | None = None
 
 
 VF_TOTALS = ("rx_bytes", "tx_bytes", "rx_packets", "tx_packets", "interrupts")
@@ -374,6 +414,7 @@ class AgentView:
     # Added for the metrics: decisions by (setting, cause) and tick durations, since start.
     decisions: Mapping[tuple[str, str], int] = field(default_factory=dict)
     tick_times: TickTimes | None = None
+    vs_adaptive: HostVsAdaptive | None = None  # the VFs' VsAdaptive summed (None: no VF has one)
 
     @property
     def vf_count(self) -> int:

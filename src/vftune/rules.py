@@ -3,7 +3,7 @@
     [run]                                # any `vftune run` option by its long name
     interval = 1.0
     [[rule]]                             # first matching rule wins
-    match = { guest = "web-*" }          # or { vf = "0000:03:10.0" } or { pf = "0000:03:00.0" }
+    match = { guest = "web-*" }          # or { uuid = "..." }, { vf = "0000:03:10.0" }, { pf = "0000:03:00.0" }
     objective = "latency"                # "throughput" | "efficiency" | "latency"
     max_interval_us = 100
     [[rule]]
@@ -14,19 +14,26 @@
     match = { guest = "*" }
     pin_itr = 20000                      # or exclude = true
 
-load() reads and checks a file and returns every problem at once, each naming the file, the
-key and the value, so `vftune config check` and a SIGHUP reload report the same lines. A
-rule's match keys are shell globs (fnmatch) and must all match; `pf` matches the PF's PCI
-address or its interface name. Imports nothing from the agent: the agent imports this.
+load() reads and checks a file, then its drop-ins (vftune.d/*.toml beside it, in name order:
+their [run] values override the file's, their rules follow its), and returns every problem at
+once, each naming the file, the key and the value in TOML's own spelling, so `vftune config
+check` and a SIGHUP reload report the same lines. Rules set over the API (PUT /v1/rules) are
+checked by the same code (parse_api_rules), kept in the state directory (save_api_rules) and
+come before the files' rules. A rule's match keys are shell globs (fnmatch) and must all match;
+`pf` matches the PF's PCI address or its interface name, `uuid` the guest's domain UUID (any
+case). Imports nothing from the agent: the agent imports this.
 """
 
 from __future__ import annotations
 
 import fnmatch
+import json
 import math
+import os
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
+from pathlib import Path
 from typing import Any
 
 from vftune.config import RunConfig
@@ -36,7 +43,8 @@ from vftune.textfile import read_bounded
 DEFAULT_PATH = "/etc/vftune/vftune.toml"
 OBJECTIVES = ("throughput", "efficiency", "latency")
 DEFAULT_OBJECTIVE = "throughput"
-MATCH_KEYS = ("pf", "vf", "guest")
+MATCH_KEYS = ("pf", "vf", "guest", "uuid")
+API_SOURCE = "api"  # a rule's source when it came from PUT /v1/rules
 RULE_KEYS = ("match", "objective", "max_interval_us", "throughput_margin", "pin_itr", "exclude")
 # efficiency: the share of the best throughput an operator gives up for fewer interrupts.
 THROUGHPUT_MARGIN_RANGE = (0.0, 0.5)
@@ -74,17 +82,35 @@ class Problem:
     message: str
 
     def __str__(self) -> str:
-        value = "" if self.value is MISSING else f" = {self.value!r}"
+        value = "" if self.value is MISSING else f" = {toml_value(self.value)}"
         return f"{self.file}: {self.key}{value}: {self.message}"
 
 
 MISSING = object()
 
 
+def toml_value(value: object) -> str:
+    """A value as TOML spells it (true, "text", { guest = "x" }), not as Python does."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return json.dumps(value, ensure_ascii=False)
+    if isinstance(value, int | float):
+        return repr(value) if math.isfinite(value) else ("nan" if value != value else ("inf" if value > 0 else "-inf"))
+    if isinstance(value, Mapping):
+        return "{ " + ", ".join(f"{k} = {toml_value(v)}" for k, v in value.items()) + " }" if value else "{}"
+    if isinstance(value, list | tuple):
+        return "[" + ", ".join(toml_value(v) for v in value) + "]"
+    if value is None:
+        return "null"
+    return str(value)
+
+
 class ConfigError(ValueError):
-    def __init__(self, problems: list[Problem]) -> None:
+    def __init__(self, problems: list[Problem], partial: ConfigFile | None = None) -> None:
         super().__init__("\n".join(str(p) for p in problems))
         self.problems = problems
+        self.partial = partial  # what was good in it: `config check` looks further into that
 
 
 @dataclass(frozen=True)
@@ -95,6 +121,7 @@ class VfTarget:
     pf: str  # PF interface name
     pf_pci: str
     guest: str | None
+    guest_uuid: str | None = None
 
 
 @dataclass(frozen=True)
@@ -108,6 +135,7 @@ class Rule:
     throughput_margin: float | None = None
     pin_itr: int | None = None
     exclude: bool = False
+    source: str | None = None  # the drop-in file or "api" it came from; None: the config file itself
 
     def matches(self, t: VfTarget) -> bool:
         for key, pattern in self.match.items():
@@ -118,12 +146,24 @@ class Rule:
                 return False
             if key == "guest" and (t.guest is None or not fnmatch.fnmatchcase(t.guest, pattern)):
                 return False
+            if key == "uuid" and (t.guest_uuid is None or not fnmatch.fnmatchcase(t.guest_uuid.lower(), pattern.lower())):
+                return False
         return True
 
     @property
     def label(self) -> str:
         what = ", ".join(f"{k}={v}" for k, v in self.match.items())
-        return f"rule {self.index} ({what})"
+        return f"rule {self.index} ({what})" if self.source is None else f"{self.source} rule {self.index} ({what})"
+
+    def as_dict(self) -> dict[str, Any]:
+        """The rule as the API lists it: the file's keys, and where it came from."""
+        out: dict[str, Any] = {"match": dict(self.match)}
+        for key in ("objective", "max_interval_us", "throughput_margin", "pin_itr"):
+            if getattr(self, key) is not None:
+                out[key] = getattr(self, key)
+        if self.exclude:
+            out["exclude"] = True
+        return out
 
 
 @dataclass(frozen=True)
@@ -153,10 +193,23 @@ class ConfigFile:
     path: str | None = None
     run: Mapping[str, Any] = field(default_factory=dict)  # RunConfig field -> value
     rules: tuple[Rule, ...] = ()
+    # Set over the API (PUT /v1/rules): matched before the files' rules.
+    api_rules: tuple[Rule, ...] = ()
+    # The file each [run] value came from, when a drop-in set it (else `path`).
+    run_sources: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def all_rules(self) -> tuple[Rule, ...]:
+        """Every rule in the order they are matched."""
+        return self.api_rules + self.rules
+
+    def listed(self) -> list[dict[str, Any]]:
+        """Every rule, in match order, with its source (GET /v1/rules)."""
+        return [{**r.as_dict(), "source": r.source or self.path or "config", "index": r.index} for r in self.all_rules]
 
     def rule_for(self, target: VfTarget) -> VfRule:
         """The first matching rule's settings; NO_RULE when none matches."""
-        for rule in self.rules:
+        for rule in self.all_rules:
             if rule.matches(target):
                 return VfRule(
                     objective=rule.objective or DEFAULT_OBJECTIVE, max_interval_us=rule.max_interval_us,
@@ -201,8 +254,9 @@ def _check_run(file: str, run: object, problems: list[Problem]) -> dict[str, Any
     return values
 
 
-def _check_rule(file: str, index: int, raw: object, problems: list[Problem]) -> Rule | None:
-    where = f"rule[{index}]"
+def _check_rule(file: str, index: int, raw: object, problems: list[Problem], source: str | None = None,
+                where: str | None = None) -> Rule | None:
+    where = where or f"rule[{index}]"
     if not isinstance(raw, dict):
         problems.append(Problem(file, where, raw, "must be a table: [[rule]]"))
         return None
@@ -254,10 +308,11 @@ def _check_rule(file: str, index: int, raw: object, problems: list[Problem]) -> 
         return None
     return Rule(index=index, match=dict(match), objective=objective,
                 max_interval_us=float(max_us) if max_us is not None else None,
-                throughput_margin=float(margin) if margin is not None else None, pin_itr=pin, exclude=exclude)
+                throughput_margin=float(margin) if margin is not None else None, pin_itr=pin, exclude=exclude,
+                source=source)
 
 
-def parse(text: str, file: str = "<config>") -> tuple[ConfigFile, list[Problem]]:
+def parse(text: str, file: str = "<config>", source: str | None = None) -> tuple[ConfigFile, list[Problem]]:
     """The config in `text` and every problem found in it (an empty list: the file is good)."""
     problems: list[Problem] = []
     try:
@@ -276,20 +331,90 @@ def parse(text: str, file: str = "<config>") -> tuple[ConfigFile, list[Problem]]
         problems.append(Problem(file, "rule", raw_rules, "must be an array of tables: [[rule]]"))
     else:
         for i, raw in enumerate(raw_rules, start=1):
-            rule = _check_rule(file, i, raw, problems)
+            rule = _check_rule(file, i, raw, problems, source)
             if rule is not None:
                 rules.append(rule)
     return ConfigFile(path=file, run=run, rules=tuple(rules)), problems
 
 
-def load(path: str) -> ConfigFile:
-    """Read and check a config file; ConfigError lists every problem."""
+def drop_in_dir(path: str) -> Path:
+    """The drop-in directory of a config file: /etc/vftune/vftune.d for /etc/vftune/vftune.toml."""
+    p = Path(path)
+    return p.parent / f"{p.stem}.d"
+
+
+def _read(path: str, problems: list[Problem]) -> str | None:
     try:
-        text = read_bounded(path)
+        return read_bounded(path)
     except (OSError, ValueError) as exc:
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-        raise ConfigError([Problem(path, "file", MISSING, f"cannot read: {reason}")]) from None
+        problems.append(Problem(path, "file", MISSING, f"cannot read: {reason}"))
+        return None
+
+
+def load(path: str) -> ConfigFile:
+    """Read and check a config file and its drop-ins; ConfigError lists every problem."""
+    problems: list[Problem] = []
+    text = _read(path, problems)
+    if text is None:
+        raise ConfigError(problems)
     config, problems = parse(text, path)
+    run, rules = dict(config.run), list(config.rules)
+    sources: dict[str, str] = {}
+    folder = drop_in_dir(path)
+    for drop_in in sorted(folder.glob("*.toml")) if folder.is_dir() else []:
+        part_text = _read(str(drop_in), problems)
+        if part_text is None:
+            continue
+        part, found = parse(part_text, str(drop_in), source=str(drop_in))
+        problems += found
+        run.update(part.run)
+        sources.update(dict.fromkeys(part.run, str(drop_in)))
+        rules += part.rules
+    config = ConfigFile(path=path, run=run, rules=tuple(rules), run_sources=sources)
+    if problems:
+        raise ConfigError(problems, config)
+    return config
+
+
+def parse_api_rules(body: object, where: str = "PUT /v1/rules") -> tuple[Rule, ...]:
+    """Rules sent over the API ({"rules": [...]}, each with a file rule's keys), checked as a
+    file's are; ConfigError lists every problem."""
+    problems: list[Problem] = []
+    raw = body.get("rules", MISSING) if isinstance(body, Mapping) else MISSING
+    if not isinstance(raw, list):
+        raise ConfigError([Problem(where, "rules", MISSING if raw is MISSING else raw,
+                                   'expected {"rules": [...]}, each rule with a [[rule]] table\'s keys')])
+    extra = [k for k in body if k != "rules"] if isinstance(body, Mapping) else []
+    for key in extra:
+        problems.append(Problem(where, str(key), MISSING, 'unknown key; the body is {"rules": [...]}'))
+    rules = [_check_rule(where, i, r, problems, API_SOURCE, where=f"rules[{i - 1}]") for i, r in enumerate(raw, start=1)]
     if problems:
         raise ConfigError(problems)
-    return config
+    return tuple(r for r in rules if r is not None)
+
+
+def save_api_rules(path: Path, rules: tuple[Rule, ...]) -> None:
+    """Keep the API's rules across restarts: written whole (a temporary file renamed over)."""
+    tmp = path.with_name(path.name + ".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        json.dump({"rules": [r.as_dict() for r in rules]}, fh, indent=1)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+
+
+def load_api_rules(path: Path) -> tuple[Rule, ...]:
+    """The API's rules kept by save_api_rules (none when the file does not exist)."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return ()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError([Problem(str(path), "file", MISSING, f"cannot read: {exc}")]) from None
+    try:
+        body = json.loads(text)
+    except ValueError as exc:
+        raise ConfigError([Problem(str(path), "file", MISSING, f"not JSON: {exc}")]) from None
+    return parse_api_rules(body, str(path))

@@ -71,13 +71,17 @@ def _nice_ticks(lo: float, hi: float, n: int = 4) -> list[float]:
 
 
 def _log_ticks(lo: float, hi: float) -> list[float]:
-    ticks = []
-    for e in range(math.floor(math.log10(lo)), math.ceil(math.log10(hi)) + 1):
-        for m in (1, 2, 5):
-            v = m * 10.0**e
-            if lo <= v <= hi:
-                ticks.append(v)
-    return ticks
+    """1-2-5 per decade; finer where the range spans less than that gives two of."""
+    for mantissas in ((1, 2, 5), (1, 1.5, 2, 3, 5, 7)):
+        ticks = []
+        for e in range(math.floor(math.log10(lo)), math.ceil(math.log10(hi)) + 1):
+            for m in mantissas:
+                v = m * 10.0**e
+                if lo <= v <= hi:
+                    ticks.append(v)
+        if len(ticks) >= 2:
+            return ticks
+    return [lo, hi]  # a range within one step: its ends are labelled
 
 
 class _Scale:
@@ -132,6 +136,8 @@ def chart(
         t = _nice_ticks(y_lo, y_hi)
         if len(t) >= 2 and t[-1] < y_hi:
             y_hi = t[-1] + (t[1] - t[0])
+    if y.log and y.lo is None and y.hi is None:  # a margin inside the frame: no line on its border
+        y_lo, y_hi = y_lo / 1.6, y_hi * 1.6
     sx = _Scale(x_lo, x_hi, left, left + pw, x.log)
     sy = _Scale(y_lo, y_hi, top + ph, top, y.log)
     out = [f'<svg class="{css_class}" xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '

@@ -37,6 +37,7 @@ from vftune.agent.pollmode import REASON as POLL_MODE_REASON
 from vftune.agent.pollmode import PollModeWatch
 from vftune.agent.recording import SampleRecorder
 from vftune.agent.sampling import RateDeriver
+from vftune.agent.value import MeasuresWindows, ValueMeter, summarize
 from vftune.hostdriver.base import HostDriver, HostError
 from vftune.itr import same_itr, usecs_to_itr
 from vftune.model import (
@@ -58,9 +59,10 @@ from vftune.model import (
     VfInfo,
     VfSample,
     VfView,
+    VsAdaptive,
     decision_cause,
 )
-from vftune.rules import EMPTY, NO_RULE, ConfigFile, VfRule, VfTarget
+from vftune.rules import EMPTY, NO_RULE, ConfigError, ConfigFile, Rule, VfRule, VfTarget, parse_api_rules
 from vftune.store.db import Store
 
 log = logging.getLogger("vftune.agent")
@@ -109,6 +111,7 @@ class VfState:
     rule: VfRule = NO_RULE  # what the config file's rules say about this VF
     totals: dict[str, float] = field(default_factory=dict)  # model.VF_TOTALS since start
     poll_mode: bool = False  # a poll-mode driver runs it in the guest (pollmode.py): left alone
+    value: ValueMeter = field(default_factory=ValueMeter)  # its set rates against its adaptive ITR
 
 
 @dataclass
@@ -204,8 +207,11 @@ class Agent:
         self.costs = CostTracker()
         self._recorder = SampleRecorder(self.config.record_every_s)
         self._refresh_reason: str | None = None
+        self._last_refresh_reason: str | None = None  # the last one logged at INFO
         self._guest_of: dict[str, str] = {}
         self.rules = rules or EMPTY  # the config file's [[rule]]s; set_rules() swaps them
+        # Keeps the API's rules across restarts (`vftune run` writes them to the state directory).
+        self.api_rules_saver: Callable[[tuple[Rule, ...]], None] = lambda rules: None
         self._decision_counts: dict[tuple[str, str], int] = {}
         self._tick_counts = [0] * (len(TICK_BUCKETS) + 1)
         self._tick_sum = 0.0
@@ -231,6 +237,7 @@ class Agent:
             pfs = tuple(self._pf_view(pf, self.pfs.get(pf.name)) for pf in self.inventory.pfs)
             vfs = tuple(self._vf_view(vf, self.vfs.get(vf.pci)) for vf in self.inventory.vfs())
             return AgentView(
+                vs_adaptive=summarize(vfs),
                 backend=self.host.name, detail=self.detail, started=self.started_wall,
                 interval_s=self.config.interval, ticks=self.ticks, last_tick_wall=self.last_tick_wall,
                 capabilities=self.caps, pfs=pfs, vfs=vfs, ignored=self.inventory.ignored,
@@ -261,7 +268,14 @@ class Agent:
             actuator=act.actuator, actuator_reason=act.reason, rx_dropped_pps=rx_dropped,
             rx_dropped_source=drops.source, rx_dropped_reason=drops.reason,
             itr_pending=st.pending_itr if st else None,
+            vs_adaptive=self._vs_adaptive(st, s),
         )
+
+    def _vs_adaptive(self, st: VfState | None, s: VfSample | None) -> VsAdaptive | None:
+        """A VF holding a set rate (not searching, nothing on its way) against its adaptive ITR."""
+        if st is None or s is None or st.itr == 0 or st.pending_itr is not None or _vf_state(st) == "searching":
+            return None
+        return st.value.compare(st.itr, s.t)
 
     @staticmethod
     def _pf_view(pf: PfInfo, st: PfState | None) -> PfView:
@@ -297,13 +311,31 @@ class Agent:
     # -- inventory ----------------------------------------------------------
 
     def set_rules(self, rules: ConfigFile) -> None:
-        """New rules (a SIGHUP reload): applied on the next tick's inventory refresh."""
-        self.rules = rules
+        """New file rules (a SIGHUP reload): applied on the next tick's inventory refresh; the
+        API's rules stay."""
+        self.rules = replace(rules, api_rules=self.rules.api_rules)
         self.request_refresh(f"config reloaded from {rules.path}")
+
+    def list_rules(self) -> list[dict[str, Any]]:
+        """Every rule in match order, with its source (GET /v1/rules)."""
+        return self.rules.listed()
+
+    def put_api_rules(self, body: object) -> list[dict[str, Any]]:
+        """Replace the API's rules (PUT /v1/rules): checked as a file's are (ValueError lists
+        every problem), kept by `api_rules_saver`, applied at the next tick."""
+        try:
+            new = parse_api_rules(body)
+        except ConfigError as exc:
+            raise ValueError("\n".join(str(p) for p in exc.problems)) from None  # one problem a line
+        self.api_rules_saver(new)
+        self.rules = replace(self.rules, api_rules=new)
+        self.request_refresh(f"{len(new)} rule(s) set over the API")
+        return self.list_rules()
 
     def _rule_for(self, pf: PfInfo, vf: VfInfo) -> VfRule:
         return self.rules.rule_for(VfTarget(vf=vf.pci, pf=pf.name, pf_pci=pf.pci,
-                                            guest=vf.guest.name if vf.guest else None))
+                                            guest=vf.guest.name if vf.guest else None,
+                                            guest_uuid=vf.guest.uuid if vf.guest else None))
 
     def _new_policy(self, pci: str, rule: VfRule) -> VfPolicy:
         """The VF's policy: the rule's pin or exclusion, else the configured policy for its goal."""
@@ -401,7 +433,11 @@ class Agent:
         if self._refresh_reason is not None or (self.ticks and self._due(self.config.inventory_every_s)):
             reason, self._refresh_reason = self._refresh_reason, None
             if reason:
-                log.info("inventory refresh: %s", reason)
+                # A state that repeats (a host whose listener fires every tick) is said once,
+                # and again when the reason changes.
+                log.log(logging.DEBUG if reason == self._last_refresh_reason else logging.INFO,
+                        "inventory refresh: %s", reason)
+                self._last_refresh_reason = reason
             decisions.extend(self.refresh_inventory())
         snap = self.host.snapshot()
         decisions.extend(self._collect(self.wall(snap.time)))
@@ -437,6 +473,9 @@ class Agent:
                     st.sample = s
                     if not st.poll_mode:
                         st.policy_state = self._policies[s.pci].state()
+                    policy = self._policies[s.pci]
+                    if isinstance(policy, MeasuresWindows):
+                        st.value.add(policy.measured_window())
                     _add_totals(st.totals, s)
             for p in pf_samples:
                 if p.pf in self.pfs:
@@ -588,7 +627,11 @@ class Agent:
                         st.itr = int(a.applied or 0)
                     st.pending_itr = None  # in force, or failed: nothing is on its way either way
                     st.last_decision = f"{st.last_decision or ''}: {'applied' if a.ok else 'failed'}".lstrip(": ")
-            self._log_applied(a, reason)
+            if a.setting == "itr_confirmed" and a.ok:
+                # Routine: the VF says it runs what was written (its write was logged already).
+                log.debug("%s itr confirmed: %s -> %s (%s)", a.target, a.old, a.applied, reason)
+            else:
+                self._log_applied(a, reason)
             cause = "confirmed" if a.setting == "itr_confirmed" else "read-back"
             decisions.append(Decision(t, a.target, a.setting, a.old, a.requested, a.applied, a.ok, reason, a.error,
                                       cause))

@@ -323,6 +323,10 @@ class SearchTuner(VfPolicy):
         """An event that sets nothing (shown in state() and the event list)."""
         self._emit(TunerEvent(t, cause, values))
 
+    def measured_window(self) -> Window | None:
+        """The latest window measured, at the rate in force then (agent/value.py compares them)."""
+        return self._last_window
+
     def state(self) -> dict[str, object]:
         """Read-only view for the API and the status report."""
         search = self.search

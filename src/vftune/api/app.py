@@ -24,7 +24,7 @@ from vftune.api import auth, docs
 from vftune.api.deps import AgentHandle, BadParameter
 from vftune.api.metrics import build_registry
 from vftune.api.process import AgentUnavailable
-from vftune.api.routers import events, history, page, profiles, state
+from vftune.api.routers import events, history, page, profiles, rules, state
 from vftune.api.serving import Guard
 from vftune.store.pages import PageWorkers
 from vftune.store.reads import History
@@ -168,6 +168,44 @@ class BodyLimit:
                 await too_big(scope, receive, send)
 
 
+class ByListener:
+    """Two listeners, one process: a request that came in on the metrics listener
+    (--metrics-listen, node_exporter's model) reaches only `metrics_app`, which serves /metrics
+    and /healthz without the token; every other request reaches the API."""
+
+    def __init__(self, api: ASGIApp, metrics_app: ASGIApp, metrics_addr: tuple[str, int]) -> None:
+        self.api, self.metrics_app = api, metrics_app
+        self.host, self.port = metrics_addr[0], metrics_addr[1]
+        self.wildcard = self.host in ("0.0.0.0", "::")
+
+    def _on_metrics(self, scope: Scope) -> bool:
+        server = scope.get("server")
+        if not server or len(server) < 2:
+            return False
+        host, port = server[0], server[1]
+        return bool(port == self.port and (self.wildcard or host == self.host or host == f"::ffff:{self.host}"))
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] in ("http", "websocket") and self._on_metrics(scope):
+            await self.metrics_app(scope, receive, send)
+        else:
+            await self.api(scope, receive, send)
+
+
+def create_metrics_app(api: FastAPI) -> FastAPI:
+    """The metrics listener's app: GET /metrics and /healthz from the API's own state, no token,
+    nothing else (a 404 for any other path, 405 for another method)."""
+    app = FastAPI(title="vftune metrics", version=__version__, docs_url=None, redoc_url=None, openapi_url=None)
+    app.state = api.state
+    app.add_exception_handler(StarletteHTTPException, _http_error)
+    app.add_exception_handler(AgentUnavailable, _agent_unavailable)
+    app.add_exception_handler(Exception, _unexpected)
+    app.add_api_route("/metrics", state.metrics, methods=["GET"], include_in_schema=False)
+    app.add_api_route("/healthz", state.healthz, methods=["GET"], include_in_schema=False)
+    app.add_middleware(BodyLimit)
+    return app
+
+
 @asynccontextmanager
 async def _closing_workers(app: FastAPI) -> AsyncIterator[None]:
     """Where an ASGI server runs the lifespan (api/process.py closes them itself)."""
@@ -203,7 +241,8 @@ def create_app(agent: AgentHandle, store: History | None, token: str | None = No
     app.add_exception_handler(StarletteHTTPException, _http_error)
     app.add_exception_handler(AgentUnavailable, _agent_unavailable)
     app.add_exception_handler(Exception, _unexpected)
-    for router in (state.router, history.router, events.router, profiles.make_router(auth.require_token)):
+    for router in (state.router, history.router, events.router, profiles.make_router(auth.require_token),
+                   rules.make_router(auth.require_token)):
         app.include_router(router)
     app.include_router(page.router)
     docs.include(app)

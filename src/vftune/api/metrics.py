@@ -54,8 +54,22 @@ class AgentCollector(Collector):
         drops_source = GaugeMetricFamily("vftune_vf_socket_drops_source",
                                          "1 for where the VF's socket drops come from, or why they are unknown: "
                                          + ", ".join(DROPS_SOURCES), labels=[*VF_LABELS, "source"])
+        merit = GaugeMetricFamily("vftune_vf_merit_change_vs_adaptive_ratio",
+                                  "The VF's merit at its set rate against its adaptive ITR (throughput, or "
+                                  "transaction rate for request/response loads): 0.12 = 12% better; absent while "
+                                  "it runs its adaptive ITR or is not measured on both sides", labels=[*VF_LABELS, "merit"])
+        per_gbit = GaugeMetricFamily("vftune_vf_cpu_per_gbit_change_vs_adaptive_ratio",
+                                     "CPU per Gb at the VF's set rate against its adaptive ITR: -0.1 = 10% cheaper",
+                                     labels=VF_LABELS)
+        cores = GaugeMetricFamily("vftune_vf_cpu_change_vs_adaptive_cores",
+                                  "CPU seconds per second the VF's set rate spends (+) or saves (-) against its "
+                                  "adaptive ITR at its throughput now", labels=VF_LABELS)
         for vf in view.vfs:
             values = [vf.pci, vf.pf, vf.guest or ""]
+            if vf.vs_adaptive is not None:
+                merit.add_metric([*values, vf.vs_adaptive.merit], vf.vs_adaptive.merit_change)
+                per_gbit.add_metric(values, vf.vs_adaptive.cpu_per_gbit_change)
+                cores.add_metric(values, vf.vs_adaptive.cpu_change_cores)
             for key, family in counters.items():
                 if key in vf.totals:
                     family.add_metric(values, round(vf.totals[key]))  # whole packets and bytes
@@ -71,7 +85,17 @@ class AgentCollector(Collector):
             for source in DROPS_SOURCES:
                 drops_source.add_metric([*values, source], 1.0 if vf.rx_dropped_source == source else 0.0)
         yield from counters.values()
-        yield from (itr, adaptive, state, cpu, drops, drops_source)
+        yield from (itr, adaptive, state, cpu, drops, drops_source, merit, per_gbit, cores)
+        host_vfs = GaugeMetricFamily("vftune_vs_adaptive_vfs",
+                                     "VFs under a set rate measured against their adaptive ITR on both sides")
+        host_vfs.add_metric([], float(view.vs_adaptive.vfs if view.vs_adaptive else 0))
+        yield host_vfs
+        if view.vs_adaptive is not None:
+            host_cores = GaugeMetricFamily("vftune_vs_adaptive_cpu_change_cores",
+                                           "CPU seconds per second all set rates spend (+) or save (-) against "
+                                           "the VFs' adaptive ITRs")
+            host_cores.add_metric([], view.vs_adaptive.cpu_change_cores)
+            yield host_cores
 
         mode = GaugeMetricFamily("vftune_pf_rx_mode",
                                  "1 for the receive mode the PF runs now (de or napi; hybrid when the driver does "

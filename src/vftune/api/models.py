@@ -81,6 +81,26 @@ class CostModel(ViewModel):
     note: str | None
 
 
+class VsAdaptiveOut(ViewModel):
+    merit: Literal["throughput", "response time"] = Field(
+        description="what the merit is: throughput, or for a request/response load its transaction rate "
+        "(response time is its inverse)")
+    merit_change: float = Field(description="the merit at the set rate against the adaptive ITR's, a fraction: "
+                                "+0.12 = 12% better (more throughput, or shorter response time)")
+    cpu_per_gbit_change: float = Field(description="CPU per Gb at the set rate against the adaptive ITR's: "
+                                       "-0.1 = 10% cheaper")
+    cpu_change_cores: float = Field(description="CPU seconds per second that change costs at the VF's "
+                                    "throughput now: + spent, - saved")
+    age_s: float = Field(description="age of the older of the two measurements, seconds")
+
+
+class HostVsAdaptiveOut(ViewModel):
+    vfs: int = Field(description="VFs under a set rate with both sides measured")
+    merit_change: float | None = Field(description="their merit changes, weighted by throughput")
+    cpu_change_cores: float = Field(description="CPU seconds per second they spend (+) or save (-) together")
+    text: str = Field(description="the same in one line, as `vftune status` shows it")
+
+
 class VfActuatorOut(ViewModel):
     pci: str
     actuator: str = Field(description="how the VF's ITR is set: patched, guest-agent or none")
@@ -99,6 +119,9 @@ class HostOut(ViewModel):
     ignored: list[IgnoredOut]
     cost_model: CostModel
     actuators: list[VfActuatorOut] = Field(description="per VF: which actuator sets its ITR, and why")
+    vs_adaptive: HostVsAdaptiveOut | None = Field(
+        None, description="what the set rates bought against the VFs' adaptive ITRs, summed; null: "
+        "no VF under a set rate is measured on both sides yet")
 
 
 class VfOut(ViewModel):
@@ -109,6 +132,9 @@ class VfOut(ViewModel):
     guest: str | None
     guest_uuid: str | None
     itr: int = Field(description="interrupts/s in force now; 0 = the VF's own adaptive ITR")
+    vs_adaptive: VsAdaptiveOut | None = Field(
+        None, description="what the set rate bought against the VF's own adaptive ITR, from the tuner's "
+        "windows at each; null while it runs its adaptive ITR or searches, or before both are measured")
     itr_pending: int | None = Field(
         None, description="a rate written but not in force yet (the patched VF takes it at its next fetch, "
         "within 2 s; the guest agent when ethtool has run); null: none")
@@ -248,3 +274,18 @@ class ProfilesRecord(BaseModel):
 class ProfilesImported(BaseModel):
     imported: int = Field(description="entries merged")
     profiles: ProfilesRecord
+
+
+class RuleOut(BaseModel):
+    match: dict[str, str] = Field(description="guest, uuid, vf or pf globs; all must match")
+    objective: str | None = None
+    max_interval_us: float | None = None
+    throughput_margin: float | None = None
+    pin_itr: int | None = None
+    exclude: bool | None = None
+    source: str = Field(description='"api", the config file or the drop-in it came from')
+    index: int = Field(description="its place in its source, from 1")
+
+
+class RulesOut(BaseModel):
+    rules: list[RuleOut] = Field(description="in match order: the first that matches a VF decides")

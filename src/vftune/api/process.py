@@ -116,6 +116,14 @@ class RemoteAgent:
     def import_profiles(self, data: object) -> int:
         return int(self._link.call("import_profiles", data))
 
+    def list_rules(self) -> list[dict[str, Any]]:
+        result: list[dict[str, Any]] = self._link.call("list_rules")
+        return result
+
+    def put_api_rules(self, body: object) -> list[dict[str, Any]]:
+        result: list[dict[str, Any]] = self._link.call("put_api_rules", body)
+        return result
+
 
 class LinkedHistory(History):
     """The history file read through one read-only connection per API thread; a guest event is
@@ -196,12 +204,12 @@ class _Link:
 _ERRORS: dict[str, type[Exception]] = {"LookupError": LookupError, "ValueError": ValueError}
 
 
-def serve(conn_fd: int, listen_fd: int, settings_json: str) -> None:
+def serve(conn_fd: int, listen_fd: int, settings_json: str, metrics_fd: int = -1) -> None:
     """The API process: wait for the agent's first view and the token, then serve until told to
     drain or the agent is gone."""
     import uvicorn
 
-    from vftune.api.app import create_app
+    from vftune.api.app import ByListener, create_app, create_metrics_app
     from vftune.api.serving import GuardedHttp
     from vftune.logsetup import setup_logging
 
@@ -251,6 +259,11 @@ def serve(conn_fd: int, listen_fd: int, settings_json: str) -> None:
     # A loopback listener (no token for reads) checks Host: DNS rebinding must not read it.
     app = create_app(agent, history, token=token[0], token_for_reads=settings.token_for_reads,
                      agent_pid=os.getppid(), check_host=not settings.token_for_reads)
+    sockets = [socket.socket(fileno=listen_fd)]
+    served: Any = app
+    if metrics_fd >= 0:  # --metrics-listen: /metrics and /healthz on a listener of their own
+        sockets.append(socket.socket(fileno=metrics_fd))
+        served = ByListener(app, create_metrics_app(app), sockets[1].getsockname()[:2])
 
     class Server(uvicorn.Server):
         def handle_exit(self, sig: int, frame: Any) -> None:  # the agent says when
@@ -260,7 +273,7 @@ def serve(conn_fd: int, listen_fd: int, settings_json: str) -> None:
     # per history page (measured side by side on this 2-core machine).
     # GuardedHttp: httptools with header/body deadlines and a connection cap (api/serving.py);
     # log_config=None: uvicorn's own lines go through our handler (JSON under --log-format json).
-    server.append(Server(uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off",
+    server.append(Server(uvicorn.Config(served, log_level="warning", access_log=False, lifespan="off",
                                         loop="uvloop", http=GuardedHttp, log_config=None,
                                         timeout_graceful_shutdown=max(1, int(settings.drain_s)),
                                         timeout_keep_alive=2)))
@@ -277,7 +290,7 @@ def serve(conn_fd: int, listen_fd: int, settings_json: str) -> None:
 
     threading.Thread(target=exit_after_drain, name="vftune-api-deadline", daemon=True).start()
     try:
-        server[0].run(sockets=[socket.socket(fileno=listen_fd)])
+        server[0].run(sockets=sockets)
     finally:
         if app.state.page_workers is not None:
             app.state.page_workers.close()
@@ -289,15 +302,17 @@ def serve(conn_fd: int, listen_fd: int, settings_json: str) -> None:
 
 
 class _Child:
-    def __init__(self, sock: socket.socket, settings: ApiSettings) -> None:
+    def __init__(self, sock: socket.socket, settings: ApiSettings, metrics_sock: socket.socket | None = None) -> None:
         ours, theirs = socket.socketpair()
+        metrics_fds = [metrics_sock.fileno()] if metrics_sock is not None else []
         # Only the agent talks to systemd (NotifyAccess=main).
         env = {k: v for k, v in os.environ.items() if k not in ("NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID")}
         with theirs:
             self.proc = subprocess.Popen(
                 python_command("from vftune.api.process import serve; serve(int(sys.argv[2]), int(sys.argv[3]), "
-                               "sys.argv[4])", str(theirs.fileno()), str(sock.fileno()), json.dumps(asdict(settings))),
-                pass_fds=[theirs.fileno(), sock.fileno()], stdin=subprocess.DEVNULL, env=env)
+                               "sys.argv[4], int(sys.argv[5]))", str(theirs.fileno()), str(sock.fileno()),
+                               json.dumps(asdict(settings)), str(metrics_fds[0] if metrics_fds else -1)),
+                pass_fds=[theirs.fileno(), sock.fileno(), *metrics_fds], stdin=subprocess.DEVNULL, env=env)
         self.conn = Connection(ours.detach())
         self.send_lock = threading.Lock()
         self.started = time.monotonic()
@@ -316,8 +331,9 @@ class ApiProcess:
     dies, and drains it on stop. `agent` is the AgentHandle with the profiles (Agent)."""
 
     def __init__(self, sock: socket.socket, settings: ApiSettings, token: str, agent: Any,
-                 history: History | None, clock_rate: float = 1.0) -> None:
+                 history: History | None, clock_rate: float = 1.0, metrics_sock: socket.socket | None = None) -> None:
         self.sock, self.settings, self.token = sock, settings, token
+        self.metrics_sock = metrics_sock
         self.agent: AgentHandle = agent
         self._agent = agent
         self.history = history
@@ -334,7 +350,7 @@ class ApiProcess:
         self._ticked.set()
 
     def _spawn(self) -> _Child:
-        child = _Child(self.sock, self.settings)
+        child = _Child(self.sock, self.settings, self.metrics_sock)
         child.send(("token", self.token))
         threading.Thread(target=self._answer, args=(child,), name="vftune-api-calls", daemon=True).start()
         self._ticked.set()  # its first view
@@ -370,6 +386,10 @@ class ApiProcess:
                     value = self._agent.export_profiles()
                 elif name == "import_profiles":
                     value = self._agent.import_profiles(*args)
+                elif name == "list_rules":
+                    value = self._agent.list_rules()
+                elif name == "put_api_rules":
+                    value = self._agent.put_api_rules(*args)
                 else:
                     raise LookupError(f"no call {name!r}")
                 reply: tuple[Any, ...] = ("reply", number, "ok", value)

@@ -7,6 +7,8 @@ import sys
 
 import click
 
+from vftune.cli.common import FullHelpGroup
+
 # One line per subcommand module under vftune.cli.
 COMMAND_MODULES = [
     "run",
@@ -21,7 +23,7 @@ COMMAND_MODULES = [
 ]
 
 
-class LazyGroup(click.Group):
+class LazyGroup(FullHelpGroup):
     """Imports a subcommand's module only when it runs: the agent does not carry the CLI's
     HTTP client and table renderer, and `vftune hook` starts fast under libvirt."""
 

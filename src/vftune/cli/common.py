@@ -11,6 +11,21 @@ import click
 SEED_MAX = 2**32 - 1  # every seed option: numpy's and the simulator's seeds are 32-bit
 
 
+class FullHelpGroup(click.Group):
+    """A group whose --help lists each subcommand with its whole first paragraph, wrapped to
+    the terminal (click cuts it at 45 columns)."""
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        rows = []
+        for name in self.list_commands(ctx):
+            command = self.get_command(ctx, name)
+            if command is not None and not command.hidden:
+                rows.append((name, command.get_short_help_str(limit=10_000)))
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
+
+
 def fail(message: str, code: int = 2) -> NoReturn:
     """One line on stderr naming the problem and the value, then exit (2 = usage error)."""
     click.echo(f"vftune: {message}", err=True)

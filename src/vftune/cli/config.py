@@ -14,6 +14,7 @@ from typing import Any, TypeVar
 import click
 
 from vftune import rules
+from vftune.cli.common import FullHelpGroup
 from vftune.config import RunConfig
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -36,9 +37,17 @@ def semantic_problems(config: rules.ConfigFile) -> list[rules.Problem]:
         except ScenarioError as exc:
             problems.append(rules.Problem(path, "run.scenario-file", scenario_file, str(exc)))
             return problems
+    # Each value on its own, so that every bad one is named (RunConfig.validate stops at the first).
+    for attr, value in run_values.items():
+        try:
+            RunConfig(**{attr: value}).validate(list(SCENARIOS))
+        except (ValueError, TypeError) as exc:
+            problems.append(rules.Problem(config.run_sources.get(attr, path), f"run.{_option_name(attr)}", value,
+                                          str(exc).split(": ", 1)[-1]))
     try:
         run = RunConfig(**run_values)
-        run.validate(list(SCENARIOS))
+        if not problems:
+            run.validate(list(SCENARIOS))
     except (ValueError, TypeError) as exc:
         problems.append(rules.Problem(path, "run", rules.MISSING, str(exc)))
         return problems
@@ -50,12 +59,18 @@ def semantic_problems(config: rules.ConfigFile) -> list[rules.Problem]:
     return problems
 
 
+def _option_name(attr: str) -> str:
+    """A RunConfig field by the name the file and the command line give it."""
+    return next((name for name, (field, _) in rules.RUN_OPTIONS.items() if field == attr), attr)
+
+
 def check(path: str) -> list[rules.Problem]:
     """Every problem in the file at `path`: format, keys and types, then what `run` would refuse."""
     try:
         config = rules.load(path)
     except rules.ConfigError as exc:
-        return exc.problems
+        # The values that were well typed are checked further too: every problem at once.
+        return exc.problems + (semantic_problems(exc.partial) if exc.partial is not None else [])
     return semantic_problems(config)
 
 
@@ -89,7 +104,7 @@ def config_option(f: F) -> F:
     )(f)
 
 
-@click.group("config")
+@click.group("config", cls=FullHelpGroup)
 def command() -> None:
     """The config file: check it before a reload (`systemctl reload vftune` sends SIGHUP)."""
 

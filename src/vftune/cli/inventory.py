@@ -9,6 +9,7 @@ from typing import Any
 
 import click
 
+from vftune.config import GUEST_SOURCES
 from vftune.hostdriver.base import HostError
 from vftune.model import Inventory
 
@@ -24,6 +25,11 @@ procfs_root_option = click.option(
 libvirt_uri_option = click.option(
     "--libvirt-uri", default="qemu:///system", show_default=True,
     help="libvirt connection for guest ownership; 'none' to skip libvirt.",
+)
+guest_source_option = click.option(
+    "--guest-source", type=click.Choice(GUEST_SOURCES), default="auto", show_default=True,
+    help="Where guests come from: libvirt, the QEMU processes' command lines in --procfs-root, or auto "
+         "(libvirt where it answers, else the processes).",
 )
 
 
@@ -63,8 +69,9 @@ def inventory_text(inv: Inventory) -> str:
 @sysfs_root_option
 @procfs_root_option
 @libvirt_uri_option
-def command(as_json: bool, sysfs_root: str, procfs_root: str, libvirt_uri: str) -> None:
-    """List the host's 82599 PFs and VFs and which guest holds each VF."""
+@guest_source_option
+def command(as_json: bool, sysfs_root: str, procfs_root: str, libvirt_uri: str, guest_source: str) -> None:
+    """List the host's ixgbe-family PFs (82599, X540, X550, X552, X553) and VFs and which guest holds each VF."""
     from vftune.hostdriver.linux.host import LinuxHost
 
     if not logging.getLogger().handlers:
@@ -72,10 +79,11 @@ def command(as_json: bool, sysfs_root: str, procfs_root: str, libvirt_uri: str) 
         logging.getLogger("vftune").addHandler(logging.NullHandler())
         logging.getLogger("vftune").propagate = False
     uri = None if libvirt_uri in ("", "none") else libvirt_uri
-    host = LinuxHost(sysfs_root=sysfs_root, procfs_root=procfs_root, libvirt_uri=uri)
+    host = LinuxHost(sysfs_root=sysfs_root, procfs_root=procfs_root, libvirt_uri=uri, guest_source=guest_source)
     try:
         inv = host.inventory()
         warnings = host.inventory_errors
+        source = host.guest_source_in_use
     except HostError as exc:
         raise click.ClickException(str(exc)) from None
     finally:
@@ -83,7 +91,8 @@ def command(as_json: bool, sysfs_root: str, procfs_root: str, libvirt_uri: str) 
     for w in warnings:
         click.echo(f"warning: {w}", err=True)
     if as_json:
-        json.dump(inventory_json(inv), sys.stdout, indent=2)
+        json.dump({**inventory_json(inv), "guest_source": source}, sys.stdout, indent=2)
         sys.stdout.write("\n")
     else:
         click.echo(inventory_text(inv))
+        click.echo(f"guests from: {'libvirt' if source == 'libvirt' else 'QEMU processes in ' + procfs_root}")

@@ -13,7 +13,7 @@ import click
 
 from vftune import paths
 from vftune.cli.common import fail
-from vftune.cli.inventory import libvirt_uri_option, procfs_root_option, sysfs_root_option
+from vftune.cli.inventory import guest_source_option, libvirt_uri_option, procfs_root_option, sysfs_root_option
 
 
 @click.command("restore")
@@ -22,6 +22,7 @@ from vftune.cli.inventory import libvirt_uri_option, procfs_root_option, sysfs_r
 @sysfs_root_option
 @procfs_root_option
 @libvirt_uri_option
+@guest_source_option
 @click.option("--guest-agent-sockets", default=None, metavar="DIR",
               help="Reach guest agents on DIR/<guest>.sock instead of through libvirt (as `vftune run` did).")
 @click.option("--forget-missing", is_flag=True,
@@ -30,7 +31,7 @@ from vftune.cli.inventory import libvirt_uri_option, procfs_root_option, sysfs_r
 @click.option("--accept-current", is_flag=True,
               help="After a lost journal: take the current values of the settings it held as their "
               "originals (check them first), so the agent writes them again.")
-def command(db: str | None, sysfs_root: str, procfs_root: str, libvirt_uri: str,
+def command(db: str | None, sysfs_root: str, procfs_root: str, libvirt_uri: str, guest_source: str,
             guest_agent_sockets: str | None, forget_missing: bool, accept_current: bool) -> None:
     """Write back every original value the journal holds (after a crash, or before removal).
 
@@ -88,7 +89,8 @@ def command(db: str | None, sysfs_root: str, procfs_root: str, libvirt_uri: str,
 
     # Writing sysfs back needs no netlink: a source that is never asked.
     host = LinuxHost(sysfs_root, procfs_root, None if libvirt_uri == "none" else libvirt_uri,
-                     netlink=ReplaySource({}), journal=journal, guest_agent_sockets=guest_agent_sockets)
+                     netlink=ReplaySource({}), journal=journal, guest_agent_sockets=guest_agent_sockets,
+                     guest_source=guest_source)
     try:
         results = host.restore(forget_gone=forget_missing, forget_absent=forget_missing)
     finally:

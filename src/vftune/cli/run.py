@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 import errno
+import functools
 import gc
 import ipaddress
 import logging
@@ -25,6 +27,7 @@ from vftune.config import (
     DEFAULT_SCENARIO,
     GUEST_AGENT_MODES,
     GUEST_RX_DROPS_MODES,
+    GUEST_SOURCES,
     LIMITS,
     LOG_FORMATS,
     LOG_LEVELS,
@@ -41,6 +44,7 @@ log = logging.getLogger("vftune")
 DEFAULTS = RunConfig()
 STOP_JOIN_S = 1.5  # longest a tick in progress may hold up the restore on SIGTERM
 DRAIN_S = 1.5  # then requests in flight get this long; the whole stop stays under 5 s
+API_RULES_NAME = "api-rules.json"
 EXIT_DEADLINE_S = 4.0  # the latest exit after a stop began, restore permitting
 DRAIN_AFTER_SLOW_RESTORE_S = 0.5  # what a restore that outlasted EXIT_DEADLINE_S leaves the drain
 
@@ -59,7 +63,7 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-def bind(listen: Listen) -> socket.socket:
+def bind(listen: Listen, option: str = "--listen") -> socket.socket:
     # IPPROTO_TCP named: asyncio turns Nagle off (TCP_NODELAY) only on connections accepted from a
     # socket that says it is TCP; without it every small keep-alive response waited ~40 ms for
     # the client's delayed ACK.
@@ -70,11 +74,16 @@ def bind(listen: Listen) -> socket.socket:
     except OSError as exc:
         sock.close()
         if exc.errno == errno.EADDRINUSE:
-            fail(f"--listen {listen.host}:{listen.port}: port already in use (is another vftune running?)", 1)
-        fail(f"--listen {listen.host}:{listen.port}: cannot bind: {exc.strerror}", 2)
+            fail(f"{option} {listen.host}:{listen.port}: port already in use (is another vftune running?)", 1)
+        fail(f"{option} {listen.host}:{listen.port}: cannot bind: {exc.strerror}", 2)
     sock.listen(128)
     sock.set_inheritable(True)
     return sock
+
+
+def api_rules_path(db: str) -> Path:
+    """Where the API's rules are kept: beside the history file (the state directory)."""
+    return Path(db).parent / API_RULES_NAME
 
 
 def open_host(config: RunConfig, journal: Journal) -> HostDriver:
@@ -86,6 +95,7 @@ def open_host(config: RunConfig, journal: Journal) -> HostDriver:
     from vftune.hostdriver.linux.host import LinuxHost
 
     return LinuxHost(sysfs_root=config.sysfs_root, procfs_root=config.procfs_root, libvirt_uri=config.libvirt,
+                     guest_source=config.guest_source,
                      journal=journal, guest_agent=config.guest_agent,
                      guest_agent_sockets=config.guest_agent_sockets, guest_rx_drops=config.guest_rx_drops,
                      # Each read is a few guest-agent calls in the guest: no more often than
@@ -110,6 +120,9 @@ def open_host(config: RunConfig, journal: Journal) -> HostDriver:
                    "/var/lib/vftune for root].")
 @click.option("--listen", default=DEFAULTS.listen, show_default=True,
               help="API address HOST:PORT. Beyond loopback every endpoint needs the token.")
+@click.option("--metrics-listen", default=DEFAULTS.metrics_listen, metavar="HOST:PORT",
+              help="Also serve /metrics and /healthz, and nothing else, on HOST:PORT without the token, "
+              "for Prometheus scrapers beyond loopback (the unit's IPAddressAllow= says who may connect).")
 @click.option("--token-file", default=None, metavar="PATH",
               help="The API's bearer token, created 0600 at first start [default: `token` beside --db].")
 @click.option("--interval", type=_number("interval"), default=DEFAULTS.interval, show_default=True,
@@ -131,6 +144,9 @@ def open_host(config: RunConfig, journal: Journal) -> HostDriver:
               help="Where procfs is mounted (linux backend).")
 @click.option("--libvirt-uri", default=DEFAULTS.libvirt_uri, show_default=True,
               help="libvirt connection for guest ownership (linux backend); 'none' to skip.")
+@click.option("--guest-source", type=click.Choice(GUEST_SOURCES), default=DEFAULTS.guest_source, show_default=True,
+              help="Where guests come from: libvirt, the QEMU processes' command lines in --procfs-root (Proxmox VE, "
+              "KubeVirt, scripts), or auto: libvirt where it answers, else the processes (linux backend).")
 @click.option("--guest-agent", type=click.Choice(GUEST_AGENT_MODES), default=DEFAULTS.guest_agent, show_default=True,
               help="Set VF ITRs inside guests with their ethtool through the QEMU guest agent: auto where the "
               "patched PF cannot, on for every guest-held VF, off never (linux backend).")
@@ -191,6 +207,8 @@ def run(config: RunConfig, host_factory: Callable[[RunConfig, Journal], HostDriv
         fail(str(exc), 2)
     try:
         file_rules = rules.load(config.config) if config.config else rules.EMPTY
+        # Rules set over the API (PUT /v1/rules) by the last run, kept beside the history.
+        file_rules = dataclasses.replace(file_rules, api_rules=rules.load_api_rules(api_rules_path(config.db)))
     except rules.ConfigError as exc:
         fail(str(exc.problems[0]), 2)
     if config.db == paths.default_db():
@@ -214,6 +232,8 @@ def run(config: RunConfig, host_factory: Callable[[RunConfig, Journal], HostDriv
         fail(problem + restore_read_only(config, host_factory), 2)
 
     sock = bind(address)
+    metrics_address = config.metrics_address()
+    metrics_sock = bind(metrics_address, "--metrics-listen") if metrics_address is not None else None
     try:
         token = paths.ensure_token(Path(config.token_path))
     except paths.TokenFileError as exc:
@@ -240,7 +260,11 @@ def run(config: RunConfig, host_factory: Callable[[RunConfig, Journal], HostDriv
                       AgentConfig(interval=config.interval, max_interval_us={} if config.max_interval_us is None
                                   else {"*": config.max_interval_us}, keep_warm_s=config.keep_warm_s),
                       rules=file_rules)
+        agent.api_rules_saver = functools.partial(rules.save_api_rules, api_rules_path(config.db))
         agent.start(detail)  # first of all: restore what an unfinished run left
+        source = getattr(host, "guest_source_in_use", None)
+        if isinstance(source, str):  # where guests come from, in /v1/host's detail and status' header
+            agent.detail = f"{detail} guests={'libvirt' if source == 'libvirt' else 'qemu-processes'}"
     except (PolicyError, HostError) as exc:
         # A HostError here: the roots hold no host (--sysfs-root /tmp); nothing was written.
         store.close()
@@ -353,7 +377,7 @@ def run(config: RunConfig, host_factory: Callable[[RunConfig, Journal], HostDriv
                            log_level=config.log_level, log_format=config.log_format, drain_s=DRAIN_S)
     try:
         api = ApiProcess(sock, settings, token, agent, store if store.on_disk else None,
-                         clock_rate=float(getattr(host, "speed", 1.0)))
+                         clock_rate=float(getattr(host, "speed", 1.0)), metrics_sock=metrics_sock)
     except OSError as exc:  # no process to be had (a limit on processes, memory): undo and say so
         log.error("cannot start the API process: %s; restoring and stopping", exc)
         agent.shutdown()
@@ -366,6 +390,8 @@ def run(config: RunConfig, host_factory: Callable[[RunConfig, Journal], HostDriv
     gc.freeze()
     bound_host, bound_port = sock.getsockname()[:2]
     log.info("listening on http://%s:%d, backend %s (%s)", bound_host, bound_port, host.name, config.detail)
+    if metrics_sock is not None:
+        log.info("metrics (no token) on http://%s:%d/metrics", *metrics_sock.getsockname()[:2])
     # READY before the tick loop starts: its first watchdog pet must not reach systemd first.
     sdnotify.notify(f"READY=1\nSTATUS=tuning {len(agent.inventory.vfs())} VFs on {host.name}")
     worker = threading.Thread(target=run_agent, name="vftune-agent", daemon=True)

@@ -8,11 +8,11 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from vftune.cli.common import SEED_MAX, Number, fail
+from vftune.cli.common import SEED_MAX, FullHelpGroup, Number, fail
 from vftune.sim.scenarios import SCENARIOS
 
 
-@click.group("sim")
+@click.group("sim", cls=FullHelpGroup)
 def command() -> None:
     """The simulated KVM host with 82599 VFs: scenarios and sweeps."""
 

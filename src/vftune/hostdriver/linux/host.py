@@ -17,7 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from vftune.config import GUEST_RX_DROPS_MODES
+from vftune.config import GUEST_RX_DROPS_MODES, GUEST_SOURCES
 from vftune.hostdriver.base import HostDriver, HostError, drops_scope
 from vftune.hostdriver.linux import patched_attrs as pa
 from vftune.hostdriver.linux.counter_health import CounterHealth
@@ -25,6 +25,7 @@ from vftune.hostdriver.linux.cpu import ProcessCpu, parse_proc_stat
 from vftune.hostdriver.linux.ethtool_stats import EthtoolStatsRefresher
 from vftune.hostdriver.linux.guest_agent import (
     AgentChannel,
+    AgentError,
     Coalesce,
     GuestVf,
     Limits,
@@ -36,6 +37,7 @@ from vftune.hostdriver.linux.guest_wiring import DEFAULT_LIMITS, GuestAgentWirin
 from vftune.hostdriver.linux.libvirt_guests import GuestDirectory, GuestView, import_libvirt
 from vftune.hostdriver.linux.netlink_vfstats import LinkStats, as_source, parse_link
 from vftune.hostdriver.linux.proc_interrupts import InterruptCounts, parse_interrupts
+from vftune.hostdriver.linux.qemu_guests import GUEST_AGENT_PORT, QemuScan, scan_processes
 from vftune.hostdriver.linux.sysfs_inventory import PfDevice, SysfsScan, scan
 from vftune.hostdriver.linux.sysfs_io import as_count, read_optional, read_source, read_text, write_text
 from vftune.itr import ITR_MAX_RATE, ITR_MIN_RATE, itr_bounds_to_usecs, itr_to_usecs, usecs_bounds_to_itr, usecs_to_itr
@@ -133,6 +135,7 @@ class LinuxHost(HostDriver):
         libvirt_wait_s: float = 5.0,
         journal: Journal | None = None,
         counter_refresh: EthtoolStatsRefresher | None = None,
+        guest_source: str = "libvirt",
     ) -> None:
         """netlink: None opens pyroute2's IPRoute; an IPRoute (e.g. in a netns) or any object with
         link_reply(ifname) -> wire bytes is used instead.
@@ -145,7 +148,9 @@ class LinuxHost(HostDriver):
         (guest_agent/socket_drops.py), into Snapshot.guest_rx_drops; "off" never.
         journal: where originals are kept until restored; None keeps them in this process only.
         counter_refresh: reads stock PFs' ethtool statistics so VF counters are fresh each
-        snapshot (ethtool_stats.py); None opens one in this network namespace."""
+        snapshot (ethtool_stats.py); None opens one in this network namespace.
+        guest_source: "libvirt", "qemu" (the QEMU processes' command lines, qemu_guests.py) or
+        "auto" (libvirt where it answers, else the processes); `vftune run` defaults to auto."""
         self.sysfs_root = Path(sysfs_root)
         self.procfs_root = Path(procfs_root)
         self.libvirt_uri = libvirt_uri
@@ -168,8 +173,14 @@ class LinuxHost(HostDriver):
         self._health: CounterHealth | None = None
         self._inventory_lock = threading.Lock()
         self._listeners: list[Callable[[], None]] = []
+        if guest_source not in GUEST_SOURCES:
+            raise ValueError(f"--guest-source {guest_source!r}: choose from {', '.join(GUEST_SOURCES)}")
+        # Where guests come from: libvirt, the QEMU processes' command lines, or (auto) libvirt
+        # where it answers, else the processes.
+        self.guest_source = guest_source
+        self._qemu = QemuScan(())
         self._guests: GuestDirectory | None = None
-        if libvirt_uri:
+        if libvirt_uri and guest_source != "qemu":
             self._guests = GuestDirectory(
                 libvirt_uri, self.procfs_root, Path(run_root), on_change=self._on_guests_changed
             )
@@ -198,12 +209,32 @@ class LinuxHost(HostDriver):
                     if guest not in shared:
                         shared[guest] = UnixSocketChannel(where / f"{guest}.sock", guest)
                     return shared[guest]
-        elif self._guests is not None:
+        elif self._guests is not None and self.guest_source == "libvirt":
             guests = self._guests
 
             def connect(guest: str) -> AgentChannel:  # on the guest's worker: a missing libvirt is its error
                 import_libvirt()
                 return libvirt_connector(guests.connection)(guest)
+        elif self.guest_source != "libvirt":
+            # From the QEMU process' -chardev socket wired to org.qemu.guest_agent.0 (qemu), or
+            # libvirt's agent call where libvirt answers (auto).
+            channels: dict[str, UnixSocketChannel] = {}
+            channel_lock = threading.Lock()
+            directory = self._guests
+
+            def connect(guest: str) -> AgentChannel:
+                if directory is not None and self.guest_source_in_use == "libvirt":
+                    import_libvirt()
+                    return libvirt_connector(directory.connection)(guest)
+                path = self._qemu.agent_socket(guest)
+                if path is None:
+                    raise AgentError("absent", f"guest {guest}: its QEMU command line wires no guest agent "
+                                     f"socket ({GUEST_AGENT_PORT})")
+                with channel_lock:
+                    held = channels.get(guest)
+                    if held is None or str(held.path) != str(self._rooted_socket(path)):
+                        held = channels[guest] = UnixSocketChannel(self._rooted_socket(path), guest)
+                    return held
         else:
             unavailable = "no libvirt connection (--libvirt-uri none) and no --guest-agent-sockets"
         return connect, unavailable
@@ -230,15 +261,39 @@ class LinuxHost(HostDriver):
         """Called (on libvirt's worker thread) when guests start or stop: time to call inventory()."""
         self._listeners.append(listener)
 
+    def _rooted_socket(self, path: str) -> Path:
+        """A socket path from a command line, under the procfs root's host (a fixture tree: its
+        parent) when the agent reads another root than /proc."""
+        if self.procfs_root == Path("/proc"):
+            return Path(path)
+        return self.procfs_root.parent / path.lstrip("/")
+
+    @property
+    def guest_source_in_use(self) -> str:
+        """"libvirt" or "qemu": where the last inventory's guests came from."""
+        if self.guest_source == "auto":
+            return "libvirt" if self._guests is not None and self._guests.view().connected else "qemu"
+        return self.guest_source
+
     def _guest_view(self) -> GuestView:
-        if self._guests is None:
-            return GuestView()
-        return self._guests.start(self._libvirt_wait_s)
+        view = GuestView() if self._guests is None else self._guests.start(self._libvirt_wait_s)
+        if self.guest_source == "libvirt" or (self.guest_source == "auto" and view.connected):
+            return view
+        self._qemu = scan_processes(self.procfs_root)
+        return GuestView(by_pci=self._qemu.by_pci, errors=self._qemu.errors, connected=True)
+
+    def qemu_guests_changed(self) -> bool:
+        """Whether a QEMU process the last inventory found has exited (its VFs go back)."""
+        return self.guest_source_in_use == "qemu" and any(
+            not (self.procfs_root / str(pid)).exists() for pid in self._qemu.pids)
 
     @property
     def inventory_errors(self) -> tuple[str, ...]:
         """Why guests may be missing from the inventory (libvirt down, unreadable domain XML)."""
-        return self._guests.view().errors if self._guests is not None else ()
+        libvirt = self._guests.view().errors if self._guests is not None else ()
+        if self.guest_source_in_use == "qemu":  # with auto: why libvirt was not used, then the processes'
+            return libvirt + self._qemu.errors
+        return libvirt
 
     def inventory(self) -> Inventory:
         sysfs = scan(self.sysfs_root)
@@ -381,6 +436,10 @@ class LinuxHost(HostDriver):
         self._sleeper(seconds)
 
     def snapshot(self) -> Snapshot:
+        if self.qemu_guests_changed():  # a guest's QEMU exited: its VFs are no longer its own
+            self._qemu = QemuScan(tuple(g for g in self._qemu.guests if (self.procfs_root / str(g.pid)).exists()))
+            for listener in list(self._listeners):
+                listener()
         sysfs = self._current_scan()
         health = self._health
         assert health is not None

@@ -109,7 +109,8 @@ def _classify(sysfs_root: Path, name: str) -> tuple[PfInfo, PfDevice, list[VfDev
     vendor = read_int(device_dir / "vendor", 16)
     device = read_int(device_dir / "device", 16)
     if vendor != INTEL_VENDOR or device not in PF_DEVICE_IDS:
-        return Ignored(name, f"not an Intel 82599: {pci} is {vendor:04x}:{device:04x} driven by {driver}")
+        return Ignored(name, f"not an Intel ixgbe-family PF (82599, X540, X550, X552, X553): {pci} is "
+                             f"{vendor:04x}:{device:04x} driven by {driver}")
     vfs = _scan_vfs(name, device_dir)
     pf = PfInfo(
         name=name, pci=pci, device_id=device, driver=driver,
