@@ -79,11 +79,30 @@ def per_scenario(rows: dict[str, dict[str, dict[str, Any]]]) -> list[str]:
     return out
 
 
+def families(data: dict[str, Any]) -> list[str]:
+    """The headline: per family (built-in scenarios, random hosts) and policy, the mean per-VF
+    geomean, the lowest VF min, and CPU per Gb against the default and the frontier."""
+    out = ["| family | policy | scenarios | per-VF geomean, mean | lowest VF min | CPU per Gb vs default | "
+           "CPU per Gb vs frontier | VF-runs above the oracle + 2% |", "|---|---|---|---|---|---|---|---|"]
+    for f in data.get("families", []):
+        name = f"**{f['policy']}**" if f["policy"] == "vftune" else f["policy"]
+        out.append(f"| {f['family']} | {name} | {f['scenarios']} | {_f(f['vf_geomean'], '.3f')} | "
+                   f"{_f(f['vf_min'], '.3f')} ({f['vf_min_scenario']}) | {_f(f['cpu_per_gbps_vs_default'], '.2f')} | "
+                   f"{_f(f['cpu_per_gbps_vs_frontier'], '.2f')} | {f['vfs_above_oracle']} |")
+    return out
+
+
 def main(path: str) -> None:
     with open(path) as f:
         data = json.load(f)
+    if data.get("families"):
+        print("By family (means over scenarios of the seeds' means):\n")
+        print("\n".join(families(data)))
+        print()
     rows: dict[str, dict[str, dict[str, Any]]] = {}
     for r in data["results"]:
+        if r.get("family") == "random":  # one host per seed: in the family table only
+            continue
         rows.setdefault(r["scenario"], {})[r["policy"]] = r
     seeds = ",".join(map(str, data.get("seeds", [])))
     print(f"Per-VF scores against the oracle (each VF's best fixed ITR per phase, its neighbours at theirs), "
