@@ -90,7 +90,7 @@ def test_a_phase_change_is_reported_as_reconvergence():
 
 
 def test_an_efficiency_margin_runs_beside_the_named_policies():
-    # What a config rule's throughput_margin would buy on a host, before an operator sets it:
+    # What a config rule's margin would buy on a host, before an operator sets it:
     # on mixed-host a 25% margin spends less CPU per Gb than the objective's own 2%, and gives
     # up no more than the 25% it allows.
     body = bench_json("--scenario", "mixed-host", "--policy", "vftune-efficiency", "--policy",

@@ -110,11 +110,18 @@ def test_config_check_names_file_key_and_value_once_per_problem(tmp_path):
     ("[run]\nfrobnicate = 1\n", "run.frobnicate = 1: not a `vftune run` option"),
     ("[[rule]]\nexclude = true\n", "rule[1].match: missing"),
     ("[run]\nkeep-warm = -1\n", "run.keep-warm = -1.0: must be >= 0"),
-    ('[[rule]]\nmatch = { guest = "*" }\nobjective = "efficiency"\nthroughput_margin = 5\n',
-     "rule[1].throughput_margin = 5: expected a share of the best throughput in 0..0.5 (0.05 = 5%)"),
-    ('[[rule]]\nmatch = { guest = "*" }\nthroughput_margin = 0.05\n',
-     'rule[1].throughput_margin = 0.05: only objective = "efficiency" trades throughput'),
-    ('[[rule]]\nmatch = { guest = "*" }\npin_itr = 20000\nobjective = "efficiency"\nthroughput_margin = 0.1\n',
+    ('[[rule]]\nmatch = { guest = "*" }\nobjective = "efficiency"\nmargin = 5\n',
+     "rule[1].margin = 5: expected a share of the VF's best merit in 0..0.5 (0.05 = 5%)"),
+    ('[[rule]]\nmatch = { guest = "*" }\nobjective = "latency"\nmargin = 0.05\n',
+     "rule[1].margin = 0.05: only objective = 'balanced' or 'throughput' or 'efficiency' give up a margin"),
+    ('[[rule]]\nmatch = { guest = "*" }\nmargin = 0.05\nthroughput_margin = 0.05\n',
+     "rule[1].throughput_margin = 0.05: the old spelling of margin"),
+    ('[tuner]\nobjective = "fastest"\n', 'tuner.objective = "fastest": choose from balanced, throughput'),
+    ('[tuner]\nrestart_s = 1\n', "tuner.restart_s = 1: expected a number in 10..86400"),
+    ('[tuner]\nrestart_interrupts = 2.5\n', "tuner.restart_interrupts = 2.5: expected a whole number"),
+    ('[tuner]\nwindow_s = 2\n', "tuner.window_s = 2: unknown tuner key; known: objective, margin"),
+    ('[tuner]\nobjective = "latency"\nmargin = 0.1\n', "tuner.margin = 0.1: the latency objective takes no margin"),
+    ('[[rule]]\nmatch = { guest = "*" }\npin_itr = 20000\nobjective = "efficiency"\nmargin = 0.1\n',
      "rule[1].pin_itr = 20000: a pinned VF is not tuned"),
 ])
 def test_config_check_one_line_for_each_kind_of_mistake(tmp_path, text, says):
@@ -122,9 +129,9 @@ def test_config_check_one_line_for_each_kind_of_mistake(tmp_path, text, says):
     assert out.returncode == 2 and says in out.stderr and len(out.stderr.strip().splitlines()) == 1
 
 
-def test_an_efficiency_rules_throughput_margin_reaches_the_search_and_the_status(tmp_path):
+def test_an_efficiency_rules_margin_reaches_the_search_and_the_status(tmp_path):
     config, problems = parse('[[rule]]\nmatch = { guest = "*" }\nobjective = "efficiency"\n'
-                             'throughput_margin = 0.05\n', "t.toml")
+                             'margin = 0.05\n', "t.toml")
     assert not problems
     host = SimHost("paper-3vm", seed=0, speed=float("inf"))
     agent = Agent(host, Store(tmp_path / "h.db"), vf_policy("search"), pf_controller("stock"), rules=config)
@@ -133,10 +140,39 @@ def test_an_efficiency_rules_throughput_margin_reaches_the_search_and_the_status
     agent.tick()
     pci = host.inventory().vfs()[0].pci
     status = agent.view().vf(pci)
-    assert (status.objective, status.throughput_margin) == ("efficiency", 0.05)
+    assert (status.objective, status.margin) == ("efficiency", 0.05)
     # The operator's 5% is given up against the best rate and against the guest's adaptive ITR.
     search = agent._policies[pci].search_config
     assert (search.plateau_margin, search.harm_margin) == (0.05, 0.05)
+
+
+@pytest.mark.parametrize("text", ['[[rule]]\nmatch = { guest = "*" }\nthroughput_margin = 0.05\n',
+                                  '[[rule]]\nmatch = { guest = "*" }\nmargin = 0.05\n'])
+def test_the_old_spelling_of_margin_still_reads(text):
+    config, problems = parse(text, "t.toml")
+    assert not problems and config.rules[0].margin == 0.05
+
+
+def test_tuner_section_sets_the_goal_of_vfs_no_rule_names_and_the_periodic_re_search(tmp_path):
+    from vftune.cli.run import with_tuner_settings
+
+    config, problems = parse('[tuner]\nobjective = "efficiency"\nmargin = 0.2\nrestart_s = 120\n'
+                             'restart_interrupts = 1000000\n'
+                             '[[rule]]\nmatch = { guest = "vm2" }\nobjective = "latency"\n', "t.toml")
+    assert not problems
+    host = SimHost("paper-3vm", seed=0, speed=float("inf"))
+    factory = with_tuner_settings(vf_policy("search"), config.tuner)
+    agent = Agent(host, Store(tmp_path / "h.db"), factory, pf_controller("stock"), rules=config)
+    agent.start("test")
+    agent.host.sleep(agent.config.interval)
+    agent.tick()
+    by_guest = {v.guest: v for v in agent.view().vfs}
+    # No rule names vm1: [tuner]'s objective and margin; vm2's rule names its own objective.
+    assert (by_guest["vm1"].objective, by_guest["vm1"].margin) == ("efficiency", 0.2)
+    assert (by_guest["vm2"].objective, by_guest["vm2"].margin) == ("latency", None)
+    tuner = agent._policies[by_guest["vm1"].pci]
+    assert (tuner.options.restart_s, tuner.options.restart_interrupts) == (120.0, 1_000_000)
+    assert tuner.search_config.plateau_margin == 0.2
 
 
 def test_precedence_flags_then_environment_then_file_then_defaults(tmp_path, monkeypatch):
@@ -265,7 +301,7 @@ def test_status_json_carries_state_and_objective(shared_sim_agent):
                          text=True, timeout=60)
     vfs = json.loads(out.stdout)["vfs"]
     assert all(vf["state"] in ("converged", "searching", "adaptive", "excluded", "pinned") for vf in vfs)
-    assert {vf["objective"] for vf in vfs} == {"throughput"}
+    assert {vf["objective"] for vf in vfs} == {"balanced"}
     assert {"searching", "converged"} & {vf["state"] for vf in vfs}
 
 
@@ -285,7 +321,7 @@ _text = st.text(st.characters(blacklist_categories=("Cc", "Cs")), max_size=12)  
 _toml_scalar = st.one_of(st.integers(-10**6, 10**6), st.floats(allow_nan=False, allow_infinity=False), _text,
                          st.booleans())
 _keys = st.sampled_from(["interval", "policy", "for", "seed", "pf-mode", "match", "objective", "max_interval_us",
-                         "throughput_margin", "pin_itr", "exclude", "guest", "vf", "pf", "bogus"])
+                         "margin", "pin_itr", "exclude", "guest", "vf", "pf", "bogus"])
 _tables = st.dictionaries(_keys, st.one_of(_toml_scalar, st.dictionaries(_keys, _toml_scalar, max_size=3)), max_size=5)
 
 

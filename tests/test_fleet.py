@@ -120,7 +120,7 @@ def test_rules_over_the_api_need_the_token_pin_at_the_next_tick_and_survive_a_re
         assert {vf["rule"] for vf in _guest_states(agent)} == {"api rule 1 (guest=*)"}
         listed = httpx.get(f"{agent.url}/v1/rules", headers=agent.auth).json()["rules"]
         assert listed == [{"match": {"guest": "*"}, "objective": None, "max_interval_us": None,
-                           "throughput_margin": None, "pin_itr": 20000, "exclude": None, "source": "api", "index": 1}]
+                           "margin": None, "pin_itr": 20000, "exclude": None, "source": "api", "index": 1}]
     finally:
         assert agent.stop() == 0
     # A second run on the same state directory starts with the API's rules.

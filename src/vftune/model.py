@@ -320,8 +320,8 @@ class VfView:
     # Added for operators: the VF's phase in one word (VF_STATES), its objective and the
     # config rule that decided them (None = no rule matched).
     state: str = "adaptive"
-    objective: str = "throughput"
-    throughput_margin: float | None = None  # efficiency: the share of the best given up; None: 2%
+    objective: str = "balanced"
+    margin: float | None = None  # the share of the VF's best given up; None: the objective's own
     rule: str | None = None
     # Counted since the agent started, in base units (VF_TOTALS), for Prometheus counters.
     totals: Mapping[str, float] = field(default_factory=dict)

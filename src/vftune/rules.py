@@ -4,12 +4,12 @@
     interval = 1.0
     [[rule]]                             # first matching rule wins
     match = { guest = "web-*" }          # or { uuid = "..." }, { vf = "0000:03:10.0" }, { pf = "0000:03:00.0" }
-    objective = "latency"                # "throughput" | "efficiency" | "latency"
+    objective = "latency"                # "balanced" (default) | "throughput" | "efficiency" | "latency"
     max_interval_us = 100
     [[rule]]
     match = { guest = "batch-*" }
     objective = "efficiency"
-    throughput_margin = 0.05             # efficiency: give up to 5% of the best throughput
+    margin = 0.05                        # give up to 5% of the VF's best for fewer interrupts
     [[rule]]
     match = { guest = "*" }
     pin_itr = 20000                      # or exclude = true
@@ -26,6 +26,7 @@ case). Imports nothing from the agent: the agent imports this.
 
 from __future__ import annotations
 
+import dataclasses
 import fnmatch
 import json
 import math
@@ -41,13 +42,18 @@ from vftune.itr import ITR_MAX_RATE, ITR_MIN_RATE
 from vftune.textfile import read_bounded
 
 DEFAULT_PATH = "/etc/vftune/vftune.toml"
-OBJECTIVES = ("throughput", "efficiency", "latency")
-DEFAULT_OBJECTIVE = "throughput"
+OBJECTIVES = ("balanced", "throughput", "efficiency", "latency")
+DEFAULT_OBJECTIVE = "balanced"
+MARGIN_OBJECTIVES = ("balanced", "throughput", "efficiency")  # latency has no margin: response time first
 MATCH_KEYS = ("pf", "vf", "guest", "uuid")
 API_SOURCE = "api"  # a rule's source when it came from PUT /v1/rules
-RULE_KEYS = ("match", "objective", "max_interval_us", "throughput_margin", "pin_itr", "exclude")
-# efficiency: the share of the best throughput an operator gives up for fewer interrupts.
-THROUGHPUT_MARGIN_RANGE = (0.0, 0.5)
+RULE_KEYS = ("match", "objective", "max_interval_us", "margin", "throughput_margin", "pin_itr", "exclude")
+# The share of a VF's best merit an operator gives up for fewer interrupts.
+MARGIN_RANGE = (0.0, 0.5)
+# [tuner]: what an operator may set of the tuner (docs/config.md); the rest are its constants.
+TUNER_KEYS = ("objective", "margin", "max_interval_us", "restart_s", "restart_interrupts")
+RESTART_S_RANGE = (10.0, 86_400.0)  # the periodic re-search: no more often than every 10 s
+RESTART_INTERRUPTS_RANGE = (100_000, 10**12)
 # The 82599's interval field: 2..1022 us.
 MAX_INTERVAL_US_RANGE = (2.0, 1022.0)
 
@@ -132,7 +138,7 @@ class Rule:
     match: Mapping[str, str]
     objective: str | None = None
     max_interval_us: float | None = None
-    throughput_margin: float | None = None
+    margin: float | None = None
     pin_itr: int | None = None
     exclude: bool = False
     source: str | None = None  # the drop-in file or "api" it came from; None: the config file itself
@@ -158,7 +164,7 @@ class Rule:
     def as_dict(self) -> dict[str, Any]:
         """The rule as the API lists it: the file's keys, and where it came from."""
         out: dict[str, Any] = {"match": dict(self.match)}
-        for key in ("objective", "max_interval_us", "throughput_margin", "pin_itr"):
+        for key in ("objective", "max_interval_us", "margin", "pin_itr"):
             if getattr(self, key) is not None:
                 out[key] = getattr(self, key)
         if self.exclude:
@@ -172,7 +178,7 @@ class VfRule:
 
     objective: str = DEFAULT_OBJECTIVE
     max_interval_us: float | None = None
-    throughput_margin: float | None = None  # efficiency only; None: the objective's own
+    margin: float | None = None  # efficiency only; None: the objective's own
     pin_itr: int | None = None
     exclude: bool = False
     source: str | None = None  # the rule that matched, None = no rule
@@ -189,6 +195,30 @@ NO_RULE = VfRule()
 
 
 @dataclass(frozen=True)
+class TunerSettings:
+    """[tuner]: the goal of every VF no rule gives one, and the periodic re-search (the
+    mission's: every restart_interrupts interrupts or restart_s seconds, whichever comes first;
+    None: the tuner's own). The goal keys apply on reload; the restart keys on restart."""
+
+    objective: str = DEFAULT_OBJECTIVE
+    margin: float | None = None
+    max_interval_us: float | None = None
+    restart_s: float | None = None
+    restart_interrupts: int | None = None
+
+    def goal_of(self, rule: Rule | None) -> VfRule:
+        """A matching rule's settings over these defaults (a rule that names another objective
+        takes that objective's own margin unless it gives one)."""
+        if rule is None:
+            return VfRule(objective=self.objective, max_interval_us=self.max_interval_us, margin=self.margin)
+        objective = rule.objective or self.objective
+        margin = rule.margin if rule.margin is not None or objective != self.objective else self.margin
+        max_us = rule.max_interval_us if rule.max_interval_us is not None else self.max_interval_us
+        return VfRule(objective=objective, max_interval_us=max_us, margin=margin, pin_itr=rule.pin_itr,
+                      exclude=rule.exclude, source=rule.label)
+
+
+@dataclass(frozen=True)
 class ConfigFile:
     path: str | None = None
     run: Mapping[str, Any] = field(default_factory=dict)  # RunConfig field -> value
@@ -197,6 +227,7 @@ class ConfigFile:
     api_rules: tuple[Rule, ...] = ()
     # The file each [run] value came from, when a drop-in set it (else `path`).
     run_sources: Mapping[str, str] = field(default_factory=dict)
+    tuner: TunerSettings = TunerSettings()
 
     @property
     def all_rules(self) -> tuple[Rule, ...]:
@@ -208,14 +239,11 @@ class ConfigFile:
         return [{**r.as_dict(), "source": r.source or self.path or "config", "index": r.index} for r in self.all_rules]
 
     def rule_for(self, target: VfTarget) -> VfRule:
-        """The first matching rule's settings; NO_RULE when none matches."""
+        """The first matching rule's settings over [tuner]'s; [tuner]'s alone when none matches."""
         for rule in self.all_rules:
             if rule.matches(target):
-                return VfRule(
-                    objective=rule.objective or DEFAULT_OBJECTIVE, max_interval_us=rule.max_interval_us,
-                    throughput_margin=rule.throughput_margin, pin_itr=rule.pin_itr, exclude=rule.exclude, source=rule.label,
-                )
-        return NO_RULE
+                return self.tuner.goal_of(rule)
+        return self.tuner.goal_of(None)
 
 
 EMPTY = ConfigFile()
@@ -254,6 +282,39 @@ def _check_run(file: str, run: object, problems: list[Problem]) -> dict[str, Any
     return values
 
 
+def _check_tuner(file: str, raw: object, problems: list[Problem]) -> dict[str, Any]:
+    """[tuner]'s values by TunerSettings field; each bad one a problem."""
+    if not isinstance(raw, dict):
+        problems.append(Problem(file, "tuner", raw, "must be a table: [tuner]"))
+        return {}
+    values: dict[str, Any] = {}
+    for key, value in raw.items():
+        where = f"tuner.{key}"
+        if key not in TUNER_KEYS:
+            problems.append(Problem(file, where, value, f"unknown tuner key; known: {', '.join(TUNER_KEYS)}"))
+        elif key == "objective" and value not in OBJECTIVES:
+            problems.append(Problem(file, where, value, f"choose from {', '.join(OBJECTIVES)}"))
+        elif key == "objective":
+            values[key] = value
+        elif key == "restart_interrupts":
+            least, most = RESTART_INTERRUPTS_RANGE
+            if not isinstance(value, int) or isinstance(value, bool) or not least <= value <= most:
+                problems.append(Problem(file, where, value, f"expected a whole number of interrupts in {least}..{most}"))
+            else:
+                values[key] = value
+        else:
+            low, high = {"margin": MARGIN_RANGE, "max_interval_us": MAX_INTERVAL_US_RANGE,
+                         "restart_s": RESTART_S_RANGE}[key]
+            if not _is_number(value) or not low <= value <= high:
+                problems.append(Problem(file, where, value, f"expected a number in {low:g}..{high:g}"))
+            else:
+                values[key] = float(value)
+    if "margin" in values and values.get("objective", DEFAULT_OBJECTIVE) not in MARGIN_OBJECTIVES:
+        problems.append(Problem(file, "tuner.margin", values.pop("margin"),
+                                "the latency objective takes no margin (response time first)"))
+    return values
+
+
 def _check_rule(file: str, index: int, raw: object, problems: list[Problem], source: str | None = None,
                 where: str | None = None) -> Rule | None:
     where = where or f"rule[{index}]"
@@ -283,14 +344,19 @@ def _check_rule(file: str, index: int, raw: object, problems: list[Problem], sou
     low, high = MAX_INTERVAL_US_RANGE
     if max_us is not None and (not _is_number(max_us) or not low <= max_us <= high):
         problems.append(Problem(file, f"{where}.max_interval_us", max_us, f"expected microseconds in {low:g}..{high:g}"))
-    margin = raw.get("throughput_margin")
-    low, high = THROUGHPUT_MARGIN_RANGE
-    if margin is not None and (not _is_number(margin) or not low <= margin <= high):
-        problems.append(Problem(file, f"{where}.throughput_margin", margin,
-                                f"expected a share of the best throughput in {low:g}..{high:g} (0.05 = 5%)"))
-    elif margin is not None and objective != "efficiency":
-        problems.append(Problem(file, f"{where}.throughput_margin", margin,
-                                'only objective = "efficiency" trades throughput for fewer interrupts'))
+    key = "margin" if "margin" in raw or "throughput_margin" not in raw else "throughput_margin"  # the old spelling
+    margin = raw.get(key)
+    low, high = MARGIN_RANGE
+    if "margin" in raw and "throughput_margin" in raw:
+        problems.append(Problem(file, f"{where}.throughput_margin", raw["throughput_margin"],
+                                "the old spelling of margin: give one of the two"))
+    elif margin is not None and (not _is_number(margin) or not low <= margin <= high):
+        problems.append(Problem(file, f"{where}.{key}", margin,
+                                f"expected a share of the VF's best merit in {low:g}..{high:g} (0.05 = 5%)"))
+    elif margin is not None and (objective or DEFAULT_OBJECTIVE) not in MARGIN_OBJECTIVES:
+        problems.append(Problem(file, f"{where}.{key}", margin,
+                                f"only objective = {' or '.join(repr(o) for o in MARGIN_OBJECTIVES)} give up a margin "
+                                "for fewer interrupts (the default objective is \"balanced\")"))
     pin = raw.get("pin_itr")
     if pin is not None and (not isinstance(pin, int) or isinstance(pin, bool) or not ITR_MIN_RATE <= pin <= ITR_MAX_RATE):
         problems.append(Problem(file, f"{where}.pin_itr", pin,
@@ -300,15 +366,15 @@ def _check_rule(file: str, index: int, raw: object, problems: list[Problem], sou
         problems.append(Problem(file, f"{where}.exclude", exclude, "expected true or false"))
     elif exclude and (pin is not None or objective is not None or max_us is not None or margin is not None):
         problems.append(Problem(file, f"{where}.exclude", exclude, "an excluded VF is never written: "
-                                "drop pin_itr, objective, max_interval_us and throughput_margin"))
+                                "drop pin_itr, objective, max_interval_us and margin"))
     if pin is not None and (objective is not None or max_us is not None or margin is not None):
         problems.append(Problem(file, f"{where}.pin_itr", pin,
-                                "a pinned VF is not tuned: drop objective, max_interval_us and throughput_margin"))
+                                "a pinned VF is not tuned: drop objective, max_interval_us and margin"))
     if len(problems) > before:
         return None
     return Rule(index=index, match=dict(match), objective=objective,
                 max_interval_us=float(max_us) if max_us is not None else None,
-                throughput_margin=float(margin) if margin is not None else None, pin_itr=pin, exclude=exclude,
+                margin=float(margin) if margin is not None else None, pin_itr=pin, exclude=exclude,
                 source=source)
 
 
@@ -322,9 +388,10 @@ def parse(text: str, file: str = "<config>", source: str | None = None) -> tuple
     except RecursionError:  # tomllib recurses once per level: [[[[...]]]] 5000 deep
         return EMPTY, [Problem(file, "toml", MISSING, "not valid TOML: arrays or tables nested too deeply")]
     for key, value in data.items():
-        if key not in ("run", "rule"):
-            problems.append(Problem(file, key, value, "unknown section; the file has [run] and [[rule]]"))
+        if key not in ("run", "tuner", "rule"):
+            problems.append(Problem(file, key, value, "unknown section; the file has [run], [tuner] and [[rule]]"))
     run = _check_run(file, data.get("run", {}), problems)
+    tuner = _check_tuner(file, data.get("tuner", {}), problems)
     raw_rules = data.get("rule", [])
     rules: list[Rule] = []
     if not isinstance(raw_rules, list):
@@ -334,7 +401,7 @@ def parse(text: str, file: str = "<config>", source: str | None = None) -> tuple
             rule = _check_rule(file, i, raw, problems, source)
             if rule is not None:
                 rules.append(rule)
-    return ConfigFile(path=file, run=run, rules=tuple(rules)), problems
+    return ConfigFile(path=file, run=run, rules=tuple(rules), tuner=TunerSettings(**tuner)), problems
 
 
 def drop_in_dir(path: str) -> Path:
@@ -360,6 +427,7 @@ def load(path: str) -> ConfigFile:
         raise ConfigError(problems)
     config, problems = parse(text, path)
     run, rules = dict(config.run), list(config.rules)
+    tuner = dataclasses.asdict(config.tuner)
     sources: dict[str, str] = {}
     folder = drop_in_dir(path)
     for drop_in in sorted(folder.glob("*.toml")) if folder.is_dir() else []:
@@ -370,8 +438,9 @@ def load(path: str) -> ConfigFile:
         problems += found
         run.update(part.run)
         sources.update(dict.fromkeys(part.run, str(drop_in)))
+        tuner.update({k: v for k, v in dataclasses.asdict(part.tuner).items() if v != getattr(TunerSettings(), k)})
         rules += part.rules
-    config = ConfigFile(path=path, run=run, rules=tuple(rules), run_sources=sources)
+    config = ConfigFile(path=path, run=run, rules=tuple(rules), run_sources=sources, tuner=TunerSettings(**tuner))
     if problems:
         raise ConfigError(problems, config)
     return config

@@ -202,8 +202,10 @@ class ItrSearch:
         self.rel_tolerance = rel_tolerance
         self.margin = margin
         # What a rate costlier than the incumbent must gain to be adopted (default: the noise
-        # margin; a caller that knows gains to be partly illusory asks for more).
-        self.cost_margin = margin if cost_margin is None else cost_margin
+        # margin; a caller that knows gains to be partly illusory asks for more). Never less than
+        # the plateau margin: the incumbent is a candidate like any probe, and a cheaper one
+        # within that margin of the best is the knee.
+        self.cost_margin = max(margin if cost_margin is None else cost_margin, plateau_margin)
         self.plateau_margin = plateau_margin
         self.harm_margin = harm_margin
         self.max_interval_us = max_interval_us
@@ -623,9 +625,10 @@ class ItrSearch:
         return confirmed if 0.0 <= ours - theirs <= noise else again
 
     def _wide_plateau(self, choice: int, scores: dict[int, float], top: float) -> bool:
-        """Whether throughput stays within the noise margin from `choice` up to at least
-        plateau_width times it (a peak's rounded top is narrower than that)."""
-        return any(r >= choice * self.plateau_width and m >= top * (1.0 - self.margin) for r, m in scores.items())
+        """Whether throughput stays within the objective's margin (at least the noise margin) from
+        `choice` up to at least plateau_width times it (a peak's rounded top is narrower)."""
+        flat = max(self.margin, self.plateau_margin)
+        return any(r >= choice * self.plateau_width and m >= top * (1.0 - flat) for r, m in scores.items())
 
     def _finish(self) -> None:
         assert self._choice is not None

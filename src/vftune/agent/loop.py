@@ -263,7 +263,7 @@ class Agent:
             last_decision=st.last_decision if st else None,
             policy_state=dict(st.policy_state) if st else {},
             state=_vf_state(st), objective=st.rule.objective if st else NO_RULE.objective,
-            throughput_margin=st.rule.throughput_margin if st else None,
+            margin=st.rule.margin if st else None,
             rule=st.rule.source if st else None, totals=dict(st.totals) if st else {},
             actuator=act.actuator, actuator_reason=act.reason, rx_dropped_pps=rx_dropped,
             rx_dropped_source=drops.source, rx_dropped_reason=drops.reason,
@@ -343,7 +343,7 @@ class Agent:
             return Excluded()
         if rule.pin_itr is not None:
             return FixedItr(rule.pin_itr)
-        goal = VfGoal(rule.objective, rule.max_interval_us, rule.throughput_margin)
+        goal = VfGoal(rule.objective, rule.max_interval_us, rule.margin)
         if goal == DEFAULT_GOAL:
             return self._vf_policy_factory(pci, self.caps)
         # A goal other than the default comes from a config rule; `vftune run` builds its

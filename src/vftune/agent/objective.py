@@ -1,33 +1,28 @@
 """What a VF is tuned for: an operator's objective, per VF or guest, as the policy receives it.
 
-- ``throughput`` (default): most delivered bytes. The plateau rule takes the lowest rate within
-  1% of the best, and the CPU rule holds: the result never costs more CPU per Gb than the
-  guest's own adaptive ITR (measured as the first probe of every search) unless its throughput
-  gain is at least CPU_WORTH times the rise in CPU per Gb, plus the noise margin (+10% CPU per
-  Gb must buy +12% throughput: the extra CPU then goes into delivered bytes at least as much as
-  into interrupts); otherwise the best measured rate the rule accepts that holds the adaptive ITR's
-  throughput wins, or the adaptive ITR stays. On a blind datagram receiver (no return traffic,
-  its guest's socket drops unknown) a costlier result must also beat the adaptive ITR by
-  BLIND_NOISE_Z standard errors of the search's own window noise (SearchConfig.noise_z).
-- ``efficiency``: CPU per Gb first: the lowest interrupt rate whose throughput is within
-  EFFICIENCY_MARGIN of the best measured and of the guest's adaptive ITR (a config rule's
-  ``throughput_margin`` gives another share), down to a 1 ms coalescing delay, and the CPU rule
-  with no exception: never more CPU per Gb than the guest's adaptive ITR (a request/response
-  VF whose best throughput needs more interrupts per byte keeps the adaptive ITR's cost), and
-  the adaptive ITR stays unless a result measures a CPU per Gb lower by more than the noise
-  margin, or more throughput by more than it at no more CPU per Gb: a saving inside the noise
-  is not worth leaving the guest's own moderation for (on a kernel where fewer interrupts do not
-  mean less CPU, one cheap window would otherwise carry a costlier setting).
-- ``latency``: lowest response time for request/response traffic (whose throughput is requests
-  in flight over the response time, so the best throughput is the best response time): no
-  plateau discount, and the coalescing delay is bounded by ``max_interval_us`` (default 100 us).
-  Rates whose throughput ties inside the noise margin are settled towards the higher rate (the
-  shorter coalescing delay, which throughput cannot show; ``ties_up``), except on a receive-heavy
-  load (the tuner's class mix ``rx``), where more interrupts than it needs risk a livelock that
-  its ring counters do not show.
-  Every load on such a VF is tuned so: the host cannot tell a web server's large responses
-  from bulk transmit by its counters, and the operator asked for response time.
-``max_interval_us`` (an operator's bound on the added delay) overrides each objective's own.
+Every objective is defined like the bench's frontier: per VF, the lowest interrupt rate whose
+merit (what its application gets: bits delivered, or response time for request/response) is
+within a margin of the best measured, the guest's adaptive ITR counted as a candidate at the
+rate it ran. CPU follows from the lower rate. The search's plateau rule takes that knee among
+its probes; against the adaptive ITR a costlier rate must gain more than the margin
+(ItrSearch.cost_margin).
+
+- ``balanced`` (default): margin BALANCED_MARGIN (3%).
+- ``throughput``: the noise only (TunerOptions.plateau_margin, 0.5%), with the CPU rule: a
+  result costing more CPU per Gb than the adaptive ITR must gain at least CPU_WORTH times the
+  rise (+10% CPU per Gb must buy +10% throughput, plus the noise margin). On a blind datagram
+  receiver (no return traffic, socket drops unknown) a costlier result must also beat the
+  adaptive ITR by BLIND_NOISE_Z standard errors of the search's own window noise.
+- ``efficiency``: margin EFFICIENCY_MARGIN (10%), intervals up to 1 ms, and never more CPU per
+  Gb than the adaptive ITR unless a result measures cheaper per Gb, or faster at no more CPU
+  per Gb, by more than the noise margin.
+- ``latency``: lowest response time (request/response throughput is requests in flight over
+  the response time): no margin, the interval bounded by ``max_interval_us`` (default 100 us);
+  ties inside the noise go to the higher rate (the shorter delay), except on a receive-heavy
+  load, where more interrupts than it needs risk a livelock its ring counters do not show.
+
+A rule's ``margin`` replaces the objective's own (not under latency); ``max_interval_us`` (an
+operator's bound on the added delay) replaces each objective's own bound.
 """
 
 from __future__ import annotations
@@ -38,18 +33,20 @@ from enum import StrEnum
 
 from vftune.agent.itr_search import SearchConfig
 from vftune.itr import MAX_RX_USECS
-from vftune.rules import THROUGHPUT_MARGIN_RANGE
+from vftune.rules import MARGIN_RANGE
 
 CPU_WORTH = 1.0  # throughput: a gain must be at least the rise in CPU per Gb
+BALANCED_MARGIN = 0.03  # balanced (the default): the lowest rate within 3% of the VF's best
 # A blind datagram receiver (no return traffic, socket drops unknown): under `throughput` more
 # interrupts must gain two standard errors of the search's own window noise (SearchTuner._begin).
 BLIND_NOISE_Z = 2.0
-EFFICIENCY_MARGIN = 0.02  # efficiency: throughput within 2% of the best (the noise margin)
+EFFICIENCY_MARGIN = 0.10  # efficiency: merit within 10% of the best
 EFFICIENCY_CPU_WORTH = math.inf  # efficiency: never more CPU per Gb than the adaptive ITR
 LATENCY_MAX_INTERVAL_US = 100.0
 
 
 class Objective(StrEnum):
+    BALANCED = "balanced"
     THROUGHPUT = "throughput"
     EFFICIENCY = "efficiency"
     LATENCY = "latency"
@@ -66,36 +63,40 @@ class Objective(StrEnum):
 class Goal:
     """An objective and its bound on the added delay, as one VF's policy is given them."""
 
-    objective: Objective = Objective.THROUGHPUT
+    objective: Objective = Objective.BALANCED
     max_interval_us: float | None = None  # None: the objective's own bound
-    throughput_margin: float | None = None  # efficiency only; None: EFFICIENCY_MARGIN
+    margin: float | None = None  # a share of the VF's best merit given up; None: the objective's own
 
     def __post_init__(self) -> None:
         if self.max_interval_us is not None and not 2 <= self.max_interval_us <= MAX_RX_USECS:
             raise ValueError(f"max_interval_us must be 2..{MAX_RX_USECS}, got {self.max_interval_us!r}")
-        if self.throughput_margin is not None:
-            low, high = THROUGHPUT_MARGIN_RANGE
-            if self.objective is not Objective.EFFICIENCY:
-                raise ValueError(f"throughput_margin {self.throughput_margin!r}: only the efficiency objective "
-                                 f"takes one, not {self.objective.value!r}")
-            if not low <= self.throughput_margin <= high:
-                raise ValueError(f"throughput_margin must be a share of the best throughput in {low:g}..{high:g}, "
-                                 f"got {self.throughput_margin!r}")
+        if self.margin is not None:
+            low, high = MARGIN_RANGE
+            if self.objective is Objective.LATENCY:
+                raise ValueError(f"margin {self.margin!r}: the latency objective takes none (response time first)")
+            if not low <= self.margin <= high:
+                raise ValueError(f"margin must be a share of the VF's best merit in {low:g}..{high:g}, "
+                                 f"got {self.margin!r}")
 
     @classmethod
     def of(cls, objective: Objective | str, max_interval_us: float | None = None,
-           throughput_margin: float | None = None) -> Goal:
-        """From a config rule's values (an objective's name, a bound in microseconds or None, the
-        efficiency objective's throughput margin or None)."""
+           margin: float | None = None) -> Goal:
+        """From a config rule's values (an objective's name, a bound in microseconds or None, a
+        margin or None)."""
         return cls(Objective.parse(objective) if isinstance(objective, str) else objective, max_interval_us,
-                   throughput_margin)
+                   margin)
 
     def search_config(self, base: SearchConfig) -> SearchConfig:
         """The search's decision rules under this goal (budget and stop rules from `base`)."""
-        if self.objective is Objective.EFFICIENCY:
+        if self.objective is Objective.BALANCED:
+            # The knee: the lowest rate within the margin of the best measured (the guest's own
+            # adaptive ITR included). CPU follows from the lower rate; no separate CPU rule.
+            margin = BALANCED_MARGIN if self.margin is None else self.margin
+            cfg = replace(base, plateau_margin=margin, harm_margin=max(base.harm_margin, margin), cpu_worth=None)
+        elif self.objective is Objective.EFFICIENCY:
             # The margin is given up against the best measured rate and against the guest's own
             # adaptive ITR alike: the operator traded that much throughput for fewer interrupts.
-            margin = EFFICIENCY_MARGIN if self.throughput_margin is None else self.throughput_margin
+            margin = EFFICIENCY_MARGIN if self.margin is None else self.margin
             cfg = replace(base, plateau_margin=margin, harm_margin=max(base.harm_margin, margin),
                           cpu_worth=EFFICIENCY_CPU_WORTH, max_interval_us=float(MAX_RX_USECS))
         elif self.objective is Objective.LATENCY:
@@ -103,9 +104,16 @@ class Goal:
                           ties_up=True)
         else:
             cfg = replace(base, cpu_worth=CPU_WORTH if base.cpu_worth is None else base.cpu_worth)
+            if self.margin is not None:
+                cfg = replace(cfg, plateau_margin=self.margin)
         if self.max_interval_us is not None:
             cfg = replace(cfg, max_interval_us=float(self.max_interval_us))
         return cfg
+
+    @property
+    def trades_merit(self) -> bool:
+        """Whether the objective gives up a margin of merit for fewer interrupts (beyond the noise)."""
+        return self.objective in (Objective.BALANCED, Objective.EFFICIENCY)
 
     @property
     def bounds_delay(self) -> bool:

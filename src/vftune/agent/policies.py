@@ -1,7 +1,7 @@
 """Policy specs as an operator writes them on the command line: `search`, `fixed:20000`, `observe`.
 
 Every VF factory here is a GoalPolicyFactory: called as (pci, caps) it gives the default goal
-(objective `throughput`), called as (pci, caps, VfGoal(objective, max_interval_us, throughput_margin)) it gives the
+(objective `balanced`), called as (pci, caps, VfGoal(objective, max_interval_us, margin)) it gives the
 goal of the VF's config rule. make_vf_policy() is the same in one call. The search factory holds
 one HostProfiles for all the VFs it makes: the host's workload memory (Agent.profiles()).
 """
@@ -64,7 +64,7 @@ class SearchFactory:
         if goal == DEFAULT_GOAL:
             goal = self.default_goal
         try:
-            tuner_goal = Goal.of(goal.objective, goal.max_interval_us, goal.throughput_margin)
+            tuner_goal = Goal.of(goal.objective, goal.max_interval_us, goal.margin)
         except ValueError as exc:
             raise PolicyError(f"VF {pci}: {exc}") from None
         return SearchTuner(pci, caps, self.options, goal=tuner_goal, profiles=self.profiles)
@@ -118,13 +118,13 @@ def vf_policy(spec: str) -> GoalPolicyFactory:
     return _parse(spec, VF_POLICIES, "--policy")
 
 
-def make_vf_policy(spec: str, pci: str, caps: Capabilities, objective: Objective | str = Objective.THROUGHPUT,
-                   max_interval_us: float | None = None, throughput_margin: float | None = None) -> VfPolicy:
+def make_vf_policy(spec: str, pci: str, caps: Capabilities, objective: Objective | str = Objective.BALANCED,
+                   max_interval_us: float | None = None, margin: float | None = None) -> VfPolicy:
     """One VF's policy from a spec and its config rule's objective, bound (microseconds) and
     throughput margin (efficiency)."""
     try:
         goal = VfGoal(Objective.parse(objective).value if isinstance(objective, str) else objective.value,
-                      max_interval_us, throughput_margin)
+                      max_interval_us, margin)
     except ValueError as exc:
         raise PolicyError(str(exc)) from None
     return vf_policy(spec)(pci, caps, goal)

@@ -61,9 +61,9 @@ class VfGoal:
     """What an operator asked for one VF (a config rule): the objective, and the longest
     interval between interrupts the VF may get (microseconds; None = the policy's own limit)."""
 
-    objective: str = "throughput"  # "throughput" | "efficiency" | "latency"
+    objective: str = "balanced"  # "balanced" | "throughput" | "efficiency" | "latency"
     max_interval_us: float | None = None
-    throughput_margin: float | None = None  # efficiency: the share of the best given up for CPU
+    margin: float | None = None  # efficiency: the share of the best given up for CPU
 
 
 DEFAULT_GOAL = VfGoal()

@@ -335,7 +335,7 @@ class SearchTuner(VfPolicy):
             "phase": self.phase.value,
             "objective": self.goal.objective.value,
             "max_interval_us": self.search_config.max_interval_us,
-            "throughput_margin": self.goal.throughput_margin,
+            "margin": self.goal.margin,
             "settling": self.phase is Phase.PROBING and self.meter.settling,
             "itr": self.itr_now,
             "probe_itr": self.probe_itr if self.phase is Phase.PROBING else None,
@@ -914,7 +914,7 @@ class SearchTuner(VfPolicy):
             # A VF that takes its share of a saturated port gains only from its neighbours: its
             # searches stay around the rate in force and look only for a cheaper one. Under
             # efficiency, any cheaper one: the lowest rate that holds the share is the objective.
-            if not (confined and self.goal.objective is Objective.EFFICIENCY):
+            if not (confined and self.goal.trades_merit):
                 low = max(low, int(centre / o.warm_span))
             high = min(high, int(centre * (1.0 if confined else o.warm_span)))
             if high <= low:

@@ -150,10 +150,11 @@ class VfOut(ViewModel):
     updated: float | None
     last_decision: str | None
     state: str = Field(description="converged, searching, adaptive (the VF's own ITR), excluded or pinned")
-    objective: str = Field(description="throughput, efficiency or latency (from a config rule)")
-    throughput_margin: float | None = Field(
-        None, description="efficiency: the share of the best throughput the rule gives up for fewer interrupts "
-        "(0.05 = 5%); null: the objective's own 2%, or another objective")
+    objective: str = Field(description="balanced (the default), throughput, efficiency or latency (from a config "
+                           "rule, else the [tuner] default)")
+    margin: float | None = Field(
+        None, description="the share of the VF's best merit a rule gives up for fewer interrupts (0.05 = 5%); "
+        "null: the objective's own (balanced 3%, efficiency 10%, throughput the noise only)")
     rule: str | None = Field(description="the config rule that matched this VF; null: none")
     actuator: str = Field(description="how its ITR is set: patched (the PF's sysfs), guest-agent (the guest's "
                           "ethtool through its QEMU guest agent) or none (observed only)")
@@ -280,7 +281,7 @@ class RuleOut(BaseModel):
     match: dict[str, str] = Field(description="guest, uuid, vf or pf globs; all must match")
     objective: str | None = None
     max_interval_us: float | None = None
-    throughput_margin: float | None = None
+    margin: float | None = None
     pin_itr: int | None = None
     exclude: bool | None = None
     source: str = Field(description='"api", the config file or the drop-in it came from')

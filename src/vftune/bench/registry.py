@@ -46,7 +46,8 @@ HOST: dict[str, VfPolicyFactory] = {
 }
 # vftune under each objective: a new factory per run, so the VFs of one run share one host's
 # workload memory and no run learns from another.
-TUNERS: dict[str, str] = {"vftune": "throughput", "vftune-efficiency": "efficiency", "vftune-latency": "latency"}
+TUNERS: dict[str, str] = {"vftune": "balanced", "vftune-throughput": "throughput", "vftune-efficiency": "efficiency",
+                          "vftune-latency": "latency"}
 # None: the simulated guest's own ixgbevf adaptive ITR, left as it is.
 GUEST: dict[str, Callable[[], Any] | None] = {
     "default": None,
@@ -63,9 +64,9 @@ LABELLED: dict[str, str] = {
 }
 
 
-# `vftune-efficiency:0.05`: the efficiency objective with an operator's throughput margin (a
-# config rule's `throughput_margin`), to see what a margin buys on a scenario before setting it.
-MARGIN_TUNER = "vftune-efficiency"
+# `vftune:0.05`, `vftune-efficiency:0.2`: an objective with an operator's margin (a config rule's
+# `margin`), to see what a margin buys on a scenario before setting it. Latency takes none.
+NO_MARGIN_TUNER = "vftune-latency"
 
 
 def tuner_goal(policy: str) -> VfGoal | None:
@@ -75,13 +76,13 @@ def tuner_goal(policy: str) -> VfGoal | None:
         return None
     if not colon:
         return VfGoal(TUNERS[name])
-    if name != MARGIN_TUNER:
-        raise ValueError(f"policy {policy!r}: only {MARGIN_TUNER} takes a throughput margin ({MARGIN_TUNER}:0.05)")
+    if name == NO_MARGIN_TUNER:
+        raise ValueError(f"policy {policy!r}: {NO_MARGIN_TUNER} takes no margin (vftune:0.05 does)")
     try:
         goal = Goal.of(TUNERS[name], None, float(arg))
     except ValueError as exc:
         raise ValueError(f"policy {policy!r}: {exc}") from None
-    return VfGoal(goal.objective.value, None, goal.throughput_margin)
+    return VfGoal(goal.objective.value, None, goal.margin)
 
 
 def frontier_delay_us(policy: str) -> float | None:
@@ -115,7 +116,7 @@ def check_policy(policy: str) -> None:
     if ablation.options(policy) is not None:
         return
     if policy not in POLICIES and tuner_goal(policy) is None:
-        raise ValueError(f"unknown policy {policy!r}; known: {', '.join(POLICIES)} (and {MARGIN_TUNER}:MARGIN, "
+        raise ValueError(f"unknown policy {policy!r}; known: {', '.join(POLICIES)} (and vftune[-OBJECTIVE]:MARGIN, "
                          f"{FRONTIER}:DELAY_US)")
 
 

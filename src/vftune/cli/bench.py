@@ -75,7 +75,7 @@ class _Bar:
 @click.option("--policy", "policies", multiple=True, metavar="NAME",
               help="Policy to run (repeatable; default: all). The oracle and the default always run: "
                    "every score is taken against them. vftune-efficiency:0.05 runs the efficiency "
-                   "objective with a config rule's throughput_margin = 0.05.")
+                   "objective with a config rule's margin = 0.05.")
 @click.option("--seed", type=Number(0, SEED_MAX, integer=True), default=None, metavar="N",
               help="One seed: scenario instance and noise [0].")
 @click.option("--seeds", "seed_spec", default=None, metavar="LIST",

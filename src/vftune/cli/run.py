@@ -211,6 +211,7 @@ def run(config: RunConfig, host_factory: Callable[[RunConfig, Journal], HostDriv
         file_rules = dataclasses.replace(file_rules, api_rules=rules.load_api_rules(api_rules_path(config.db)))
     except rules.ConfigError as exc:
         fail(str(exc.problems[0]), 2)
+    policy_factory = with_tuner_settings(policy_factory, file_rules.tuner)
     if config.db == paths.default_db():
         try:
             paths.make_private_dir(paths.state_dir())
@@ -454,6 +455,21 @@ def restore_read_only(config: RunConfig, host_factory: Callable[[RunConfig, Jour
             log.warning("%s %s: not restored: %s", a.target, a.setting, a.error)
     return (f"; restored {ok} of {len(results)} setting(s) from its read-only journal (kept there: run "
             "`vftune restore` once it is writable)")
+
+
+def with_tuner_settings(factory: Any, tuner: Any) -> Any:
+    """The search factory with [tuner]'s periodic re-search (the other keys reach each VF through
+    its rule); any other policy as it is."""
+    from vftune.agent.policies import SearchFactory
+    from vftune.agent.tuner import TunerOptions
+
+    if not isinstance(factory, SearchFactory):
+        return factory
+    changes = {k: v for k in ("restart_s", "restart_interrupts") if (v := getattr(tuner, k)) is not None}
+    if not changes:
+        return factory
+    return SearchFactory(options=dataclasses.replace(factory.options or TunerOptions(), **changes), profiles=factory.profiles,
+                         default_goal=factory.default_goal)
 
 
 def reload_rules(agent: Any, path: str) -> None:

@@ -37,7 +37,7 @@ RULES_EXAMPLE = {"rules": [{"match": {"uuid": "6f9619ff-8b86-d011-b42d-00c04fc96
 RulesBody = Annotated[Any, Body(
     examples=[RULES_EXAMPLE],
     description='{"rules": [...]}: each rule a [[rule]] table\'s keys (match, objective, max_interval_us, '
-                'throughput_margin, pin_itr, exclude); match by guest, uuid, vf or pf. [] removes the API\'s rules')]
+                'margin, pin_itr, exclude); match by guest, uuid, vf or pf. [] removes the API\'s rules')]
 
 
 def make_router(auth: Callable[..., None]) -> APIRouter:
