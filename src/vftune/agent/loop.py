@@ -206,6 +206,7 @@ class Agent:
         self._run_id: int | None = None
         self.costs = CostTracker()
         self._recorder = SampleRecorder(self.config.record_every_s)
+        self._measuring: dict[type, bool] = {}  # VF policy class -> whether it MeasuresWindows
         self._refresh_reason: str | None = None
         self._last_refresh_reason: str | None = None  # the last one logged at INFO
         self._guest_of: dict[str, str] = {}
@@ -474,8 +475,8 @@ class Agent:
                     if not st.poll_mode:
                         st.policy_state = self._policies[s.pci].state()
                     policy = self._policies[s.pci]
-                    if isinstance(policy, MeasuresWindows):
-                        st.value.add(policy.measured_window())
+                    if self._measures_windows(policy):
+                        st.value.add(policy.measured_window())  # type: ignore[attr-defined]
                     _add_totals(st.totals, s)
             for p in pf_samples:
                 if p.pf in self.pfs:
@@ -498,6 +499,15 @@ class Agent:
                 self.store.record_decisions(decisions)
             if self._due(self.config.maintain_every_s):
                 self.store.maintain(now)
+
+    def _measures_windows(self, policy: VfPolicy) -> bool:
+        """isinstance() against a runtime-checkable Protocol walks its members every call (3 ms
+        a tick at 126 VFs, measured): once per policy class instead."""
+        kind = type(policy)
+        known = self._measuring.get(kind)
+        if known is None:
+            known = self._measuring[kind] = isinstance(policy, MeasuresWindows)
+        return known
 
     def _poll_mode_step(self, pci: str, now: float, decisions: list[Decision]) -> bool:
         """True while the VF runs a poll-mode driver: its own rate is handed back once, and its
