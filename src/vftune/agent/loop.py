@@ -220,6 +220,9 @@ class Agent:
         self._warm: dict[str, tuple[float, float]] = {}  # VF -> (last write, keep warm until), host time
         self.keep_warm_writes = 0
         self.heartbeat: Callable[[], None] = lambda: None  # called after every good tick (watchdog)
+        # Whether a view will be taken after this tick (the API process's push says; an
+        # in-process reader may take one any time): the policies' states are copied only then.
+        self.view_wanted: Callable[[], bool] = lambda: True
         # Only a flag is set on the notifying thread; the tick does the re-read.
         host.add_inventory_listener(lambda: self.request_refresh("host reported a guest or VF change"))
 
@@ -467,12 +470,14 @@ class Agent:
             mode_decision = ctl.step(p)
             if mode_decision is not None:
                 decisions.extend(self._apply_mode(p.pf, mode_decision, now))
+        # The policies' states are for readers only (the view): copied when one will be built.
+        states = self.view_wanted()
         with self.lock:
             for s in vf_samples:
                 st = self.vfs.get(s.pci)
                 if st is not None:
                     st.sample = s
-                    if not st.poll_mode:
+                    if states and not st.poll_mode:
                         st.policy_state = self._policies[s.pci].state()
                     policy = self._policies[s.pci]
                     if self._measures_windows(policy):

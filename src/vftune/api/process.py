@@ -351,9 +351,14 @@ class ApiProcess:
         self.clock_rate = clock_rate if clock_rate != float("inf") else 0.0
         self._ticked = threading.Event()
         self._wanted = threading.Event()  # the API process read the last view pushed
+        self._pushed = -math.inf  # monotonic time of the last push
         self._draining = threading.Event()
         self._child = self._spawn()
         threading.Thread(target=self._push, name="vftune-api-views", daemon=True).start()
+
+    def view_due(self) -> bool:
+        """Whether the view after the coming tick is pushed (Agent.view_wanted)."""
+        return self._wanted.is_set() or time.monotonic() - self._pushed >= VIEW_IDLE_S
 
     def tick(self) -> None:
         """After every tick (Agent.heartbeat): the API's view is pushed on."""
@@ -371,16 +376,15 @@ class ApiProcess:
         """A view after a tick when a reader asked for one since the last, else every VIEW_IDLE_S:
         a copy of 126 VFs, pickled here and unpickled there, is most of the API's cost when
         nobody reads it."""
-        pushed = -math.inf
         while True:
             self._ticked.wait()
             self._ticked.clear()
             if self._draining.is_set():
                 return
-            if not self._wanted.is_set() and time.monotonic() - pushed < VIEW_IDLE_S:
+            if not self.view_due():
                 continue
             self._wanted.clear()
-            pushed = time.monotonic()
+            self._pushed = time.monotonic()
             view = self.agent.view()
             degraded = self.history.degraded if self.history is not None else None
             self._child.send(("view", view, self.agent.wall_now(), self.clock_rate, degraded))
