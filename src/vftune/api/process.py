@@ -23,6 +23,7 @@ The price: a second interpreter with FastAPI and uvicorn, about 55 MB resident
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import logging
@@ -102,7 +103,8 @@ class RemoteAgent:
             # Someone reads: the agent pushes a view after its next tick too (else only every
             # VIEW_IDLE_S). One word per view pushed, however many requests read it.
             self._wanted = True
-            self._link.tell(WANT_VIEW)
+            with contextlib.suppress(AgentUnavailable):  # stopping: the last view is what there is
+                self._link.tell(WANT_VIEW)
         return self._view
 
     def wall_now(self) -> float:
