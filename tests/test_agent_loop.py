@@ -285,3 +285,19 @@ def test_a_stop_records_the_part_of_a_history_row_it_cut_short(tmp_path):
     agent.shutdown()
     rows = store.samples(agent.inventory.vfs()[0].pci, 0, float("inf"), 10)
     assert store.count("samples") == 2 * vfs and rows[-1]["dt"] == pytest.approx(0.5)
+
+
+def test_the_policies_states_are_copied_only_for_a_view_that_will_be_read(tmp_path):
+    """The API process pushes a view only when read (or every few seconds): the ticks between
+    copy no policy state, and the tick before a push copies every VF's."""
+    host = SimHost("paper-3vm", seed=0, speed=float("inf"))
+    agent = Agent(host, Store(tmp_path / "h.db"), vf_policy("search"), pf_controller("stock"))
+    agent.view_wanted = lambda: False
+    _run(agent, 8)
+    assert all(st.policy_state == {} for st in agent.vfs.values())
+    agent.view_wanted = lambda: True
+    host.sleep(agent.config.interval)
+    agent.tick()
+    view = agent.view()
+    assert view.vfs and all(vf.policy_state == agent._policies[vf.pci].state() for vf in view.vfs)
+    assert any(vf.phase for vf in view.vfs)

@@ -168,3 +168,21 @@ def _until(condition, timeout: float = 10.0) -> None:
     while not condition():
         assert time.monotonic() < deadline, "condition not reached"
         time.sleep(0.01)
+
+
+def test_a_worker_no_page_needed_for_a_while_exits_and_the_next_page_starts_one(tmp_path):
+    """Idle workers cost memory (about 17 MB each) for nothing: they exit, and a page later is
+    read all the same by a new one."""
+    Store(tmp_path / "h.db").close()
+    workers = PageWorkers(tmp_path / "h.db", workers=1, idle_exit_s=0.2)
+
+    def page_workers() -> list[psutil.Process]:
+        return [c for c in psutil.Process().children() if "vftune.store.pages" in " ".join(c.cmdline())]
+
+    try:
+        body, count, _ = workers.decisions(0.0, 1e12, 10, None)
+        assert (body, count) == (b"[]", 0)
+        _until(lambda: workers.running == 0 and page_workers() == [])  # exited, and waited for
+        assert workers.decisions(0.0, 1e12, 10, None)[1] == 0
+    finally:
+        workers.close()

@@ -24,10 +24,9 @@ sys.path.insert(0, str(Path(__file__).parent / "fixtures"))
 from linux_host import host_files, make_tree
 
 from conftest import VFTUNE
-from test_crash_restore import STARTED, TreeAgent, _written, changed
+from test_crash_restore import NO_CONTRACT_S, STARTED, UNIT_STOP_TIMEOUT_S, TreeAgent, _written, changed
 
 pytest.importorskip("libvirt")
-UNIT_STOP_TIMEOUT_S = 15.0  # systemd/vftune.service TimeoutStopSec: the stop's deadline
 ROOT = os.geteuid() == 0
 
 
@@ -54,7 +53,7 @@ def tmpfs(path: Path, size: str = "2m") -> Iterator[Path]:
 def restore(db: Path, root: Path, *extra: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([*VFTUNE, "restore", "--db", str(db), "--sysfs-root", str(root / "sys"),
                            "--procfs-root", str(root / "proc"), "--libvirt-uri", "none", *extra],
-                          capture_output=True, text=True, timeout=120)
+                          capture_output=True, text=True, timeout=NO_CONTRACT_S)
 
 
 def tuned(tmp_path: Path, db: Path, log: str = "agent.log") -> tuple[Path, dict[str, str], TreeAgent]:
@@ -120,7 +119,7 @@ def test_read_only_database_after_kill_9_still_restores(tmp_path):
         db = disk / "vftune.db"
         root, pristine, agent = tuned(tmp_path, db)
         agent.proc.kill()
-        agent.proc.wait(10)
+        agent.proc.wait(NO_CONTRACT_S)
         left = changed(pristine, root)
         assert left
         set_values = {k: v for k, v in host_files(root).items() if k in left}
@@ -134,7 +133,7 @@ def test_read_only_database_after_kill_9_still_restores(tmp_path):
             (root / name).write_text(value)
         assert changed(pristine, root) == left
         again = TreeAgent(root, db, tmp_path / "agent2.log")
-        rc = again.proc.wait(60)
+        rc = again.proc.wait(NO_CONTRACT_S)
         text = (tmp_path / "agent2.log").read_text()
         assert rc == 2 and "read-only journal" in text, text[-2000:]
         assert changed(pristine, root) == set()
@@ -147,14 +146,14 @@ def test_a_second_agent_or_restore_on_the_same_database_refuses_naming_the_holde
     db = tmp_path / "vftune.db"
     root, pristine, agent = tuned(tmp_path, db)
     second = TreeAgent(root, db, tmp_path / "second.log")
-    assert second.proc.wait(60) == 1
+    assert second.proc.wait(NO_CONTRACT_S) == 1
     text = (tmp_path / "second.log").read_text().strip()
     assert f"held by pid {agent.proc.pid}" in text and len(text.splitlines()) == 1, text
     out = restore(db, root)
     assert out.returncode == 1 and f"held by pid {agent.proc.pid}" in out.stderr, out.stderr
     assert journal_rows(db) > 0, "nothing of the running agent's journal was touched"
     agent.proc.kill()  # the lock dies with its holder: the next start restores
-    agent.proc.wait(10)
+    agent.proc.wait(NO_CONTRACT_S)
     third = TreeAgent(root, db, tmp_path / "third.log")
     third.wait(lambda: third.ticks() >= 2, "two ticks")
     third.proc.terminate()
@@ -166,7 +165,7 @@ def test_restore_at_the_wrong_roots_keeps_every_entry(tmp_path):
     db = tmp_path / "vftune.db"
     root, pristine, agent = tuned(tmp_path, db)
     agent.proc.kill()
-    agent.proc.wait(10)
+    agent.proc.wait(NO_CONTRACT_S)
     entries = journal_rows(db)
     empty = tmp_path / "empty"
     (empty / "sys").mkdir(parents=True)
@@ -183,7 +182,7 @@ def test_restore_forget_missing_drops_entries_whose_device_is_gone(tmp_path):
     db = tmp_path / "vftune.db"
     root, pristine, agent = tuned(tmp_path, db)
     agent.proc.kill()
-    agent.proc.wait(10)
+    agent.proc.wait(NO_CONTRACT_S)
     empty = tmp_path / "empty"
     (empty / "sys").mkdir(parents=True)
     (empty / "proc").mkdir()
@@ -215,7 +214,7 @@ def test_a_lost_journal_is_said_loudly_and_never_taken_for_originals(tmp_path, h
     db = tmp_path / "vftune.db"
     root, pristine, agent = tuned(tmp_path, db)
     agent.proc.kill()
-    agent.proc.wait(10)
+    agent.proc.wait(NO_CONTRACT_S)
     left = changed(pristine, root)
     set_values = {k: v for k, v in host_files(root).items() if k in left}
     _lose_journal(db, how)

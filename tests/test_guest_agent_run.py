@@ -24,8 +24,9 @@ from linux_host import make_tree
 from conftest import VFTUNE, RunningAgent
 from test_guest_agent_qga import GUEST, VF_MAC, VF_PCI, Agent, guest_ns, start_qga, wait_for  # noqa: F401 (fixture)
 from vftune.hostdriver.linux.guest_agent import Limits, socket_connector
-from vftune.hostdriver.linux.guest_wiring import GuestAgentWiring, MemoryGuestJournal
+from vftune.hostdriver.linux.guest_wiring import GuestAgentWiring, JournalOfGuests
 from vftune.model import Applied, Guest, VfInfo
+from vftune.store.journal import Journal
 
 pytest.importorskip("libvirt")
 pytestmark = pytest.mark.root
@@ -112,7 +113,7 @@ def test_owner_change_drops_the_old_guests_entry_and_a_restart_keeps_it(tmp_path
     sockets.mkdir()
     for name in ("vm-web0", "vm-web1"):  # both "guests" are the namespace's qemu-ga
         (sockets / f"{name}.sock").symlink_to(guest.socket)
-    w = GuestAgentWiring("auto", socket_connector(lambda name: sockets / f"{name}.sock"), MemoryGuestJournal(),
+    w = GuestAgentWiring("auto", socket_connector(lambda name: sockets / f"{name}.sock"), JournalOfGuests(Journal.memory()),
                          limits=Limits(guest_min_interval_s=0.0, backoff_initial_s=60.0))
     stock = "stock PF"
 

@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 
 from vftune.hostdriver.linux.guest_agent import Limits, socket_connector
-from vftune.hostdriver.linux.guest_wiring import GuestAgentWiring, MemoryGuestJournal, rx_usecs_for
+from vftune.hostdriver.linux.guest_wiring import GuestAgentWiring, JournalOfGuests, rx_usecs_for
 from vftune.model import Guest, VfInfo
+from vftune.store.journal import Journal
 
 STOCK = "enp3s0f1 runs stock ixgbe (no sriov/): the PF cannot push this VF's ITR"
 FAST = Limits(call_timeout_s=3.0, job_deadline_s=10.0, guest_min_interval_s=0.0, backoff_initial_s=60.0)
@@ -29,7 +30,7 @@ def refusal(info: VfInfo) -> str | None:
 
 
 def wiring(mode: str, sockets: Path) -> GuestAgentWiring:
-    return GuestAgentWiring(mode, socket_connector(lambda guest: sockets / f"{guest}.sock"), MemoryGuestJournal(),
+    return GuestAgentWiring(mode, socket_connector(lambda guest: sockets / f"{guest}.sock"), JournalOfGuests(Journal.memory()),
                             limits=FAST)
 
 
@@ -57,7 +58,8 @@ def test_each_mode_says_per_vf_which_actuator_and_why(tmp_path: Path, mode: str)
 
 
 def test_without_a_transport_every_candidate_is_none_with_the_reason() -> None:
-    w = GuestAgentWiring("auto", None, MemoryGuestJournal(), unavailable="no libvirt connection (--libvirt-uri none)")
+    w = GuestAgentWiring("auto", None, JournalOfGuests(Journal.memory()),
+                         unavailable="no libvirt connection (--libvirt-uri none)")
     w.sync(VFS, refusal)
     held = w.status(HELD)
     assert held is not None and held.reason == f"{STOCK}; no guest-agent transport: no libvirt connection " \
@@ -67,4 +69,4 @@ def test_without_a_transport_every_candidate_is_none_with_the_reason() -> None:
 
 def test_a_bad_mode_is_one_line_naming_it() -> None:
     with pytest.raises(ValueError, match=r"^--guest-agent 'sometimes': choose from auto, on, off$"):
-        GuestAgentWiring("sometimes", None, MemoryGuestJournal())
+        GuestAgentWiring("sometimes", None, JournalOfGuests(Journal.memory()))

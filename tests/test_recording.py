@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -80,3 +82,29 @@ def test_merging_keeps_every_bit_and_interrupt(parts):
 def test_one_pf_sample_is_its_own_row():
     p = PfSample("enp3s0f0", 1.0, 1.0, 5.0, 6.0, "de", 3)
     assert merge_pf_samples([p]) == p
+
+
+RATES = st.one_of(st.none(), st.floats(-1e12, 1e12, allow_nan=False))
+
+
+@given(st.lists(st.tuples(st.sampled_from([0.0, 0.25, 0.1, 1.5]), RATES, RATES, st.booleans()), min_size=1, max_size=8))
+def test_a_row_collected_tick_by_tick_is_the_plain_interval_weighted_mean(parts):
+    """The recorder keeps running sums instead of the ticks' samples: the row must be the very
+    floats the plain average over the kept samples gives (what the history held before)."""
+    samples = [replace(_vf(0.25 * (i + 1), guest_cpu=cpu, fresh=fresh), dt=dt, port_rx_bps=port)
+               for i, (dt, cpu, port, fresh) in enumerate(parts)]
+    rec = SampleRecorder(1e9)
+    for s in samples:
+        rec.add(s.t, [s], [])
+    (row,), _ = rec.take()
+    dt = sum(s.dt for s in samples)
+    for name in ("guest_cpu", "port_rx_bps", "rx_bps"):
+        values = [getattr(s, name) for s in samples]
+        if any(v is None for v in values):
+            want = None
+        elif dt <= 0:
+            want = values[-1]
+        else:
+            want = sum(v * s.dt for v, s in zip(values, samples)) / dt
+        assert getattr(row, name) == want or (len(samples) == 1 and getattr(row, name) == values[0])
+    assert row.dt == dt and row.fresh == any(s.fresh for s in samples)

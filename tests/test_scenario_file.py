@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import urllib.request
 from pathlib import Path
@@ -160,6 +161,33 @@ def test_cli_rejects_a_bad_file_with_exit_2_and_one_line(tmp_path, command) -> N
     assert out.returncode == 2 and out.stdout == ""
     lines = out.stderr.strip().splitlines()
     assert len(lines) == 1 and path in lines[0] and "kind" in lines[0] and "warp" in lines[0]
+
+
+def _hostile(tmp_path: Path, kind: str) -> str:
+    if kind == "device":
+        return "/dev/zero"
+    if kind == "fifo":
+        path = tmp_path / "scenario.fifo"
+        os.mkfifo(path)  # no writer ever comes: an unbounded read would block for good
+        return str(path)
+    path = tmp_path / "huge.toml"
+    with path.open("wb") as fh:
+        fh.truncate(64 * 1024 * 1024)  # sparse: a 64 MiB "scenario"
+    return str(path)
+
+
+@pytest.mark.parametrize("kind, why", [("device", "not a regular file"), ("fifo", "not a regular file"),
+                                       ("huge", "larger than")])
+@pytest.mark.parametrize("command", [["sim", "sweep"], ["bench", "--duration", "60"], ["run", "--for", "1"]])
+def test_a_device_fifo_or_huge_file_is_refused_in_one_line_without_reading_it(tmp_path, kind, why, command) -> None:
+    path = _hostile(tmp_path, kind)
+    extra = ["--db", str(tmp_path / "h.db")] if command[0] == "run" else []
+    # The timeout only turns a hang into a failure: the refusal needs no reading at all.
+    out = subprocess.run([*VFTUNE, *command, *extra, "--scenario-file", path], capture_output=True, text=True,
+                         timeout=120)
+    lines = out.stderr.strip().splitlines()
+    assert out.returncode == 2 and len(lines) == 1, out.stderr
+    assert path in lines[0] and why in lines[0] and "Traceback" not in out.stderr
 
 
 def test_run_rejects_a_bad_file_before_writing_anything(tmp_path) -> None:

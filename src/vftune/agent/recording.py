@@ -20,7 +20,49 @@ VF_RATES = ("rx_pps", "rx_bps", "tx_pps", "tx_bps", "interrupts_per_s", "guest_c
             "port_rx_capacity_bps", "port_rx_share_bps", "rx_dropped_pps", "guest_bps", "rx_dropped_share_pps")
 
 
-def _mean(samples: Sequence[VfSample | PfSample], name: str, dt: float) -> float | None:
+class _VfRow:
+    """One VF's row being collected: running interval-weighted sums, so a tick costs one pass
+    over its rates and the row one replace(), whatever the record period (the same sums, in the
+    same order, as averaging the samples at the end)."""
+
+    __slots__ = ("first", "last", "count", "dt", "sums", "lasts", "interrupts", "fresh")
+
+    def __init__(self, s: VfSample) -> None:
+        self.first = self.last = s
+        self.count, self.dt, self.fresh = 1, s.dt, s.fresh
+        self.interrupts = s.interrupts
+        values = [getattr(s, name) for name in VF_RATES]
+        self.lasts: list[float | None] = values
+        # None for a rate not known for part of the row: not known for the row.
+        self.sums: list[float | None] = [None if v is None else 0.0 + v * s.dt for v in values]
+
+    def add(self, s: VfSample) -> None:
+        self.last = s
+        self.count += 1
+        self.dt += s.dt
+        self.fresh = self.fresh or s.fresh
+        self.interrupts = None if self.interrupts is None or s.interrupts is None else self.interrupts + s.interrupts
+        sums, lasts, dt = self.sums, self.lasts, s.dt
+        for k, name in enumerate(VF_RATES):
+            v = getattr(s, name)
+            lasts[k] = v
+            total = sums[k]
+            sums[k] = None if total is None or v is None else total + v * dt
+
+    def merged(self) -> VfSample:
+        if self.count == 1:
+            return self.first
+        dt = self.dt
+        merged: dict[str, object] = {
+            name: None if total is None else (total / dt if dt > 0 else self.lasts[k])
+            for k, (name, total) in enumerate(zip(VF_RATES, self.sums))}
+        # rx/tx rates are never None; the zero default keeps their type a float
+        for name in ("rx_pps", "rx_bps", "tx_pps", "tx_bps"):
+            merged[name] = merged[name] or 0.0
+        return replace(self.last, dt=dt, interrupts=self.interrupts, fresh=self.fresh, **merged)  # type: ignore[arg-type]
+
+
+def _mean(samples: Sequence[PfSample], name: str, dt: float) -> float | None:
     values: list[float | None] = [getattr(s, name) for s in samples]
     known = [v for v in values if v is not None]
     if len(known) < len(values):
@@ -34,17 +76,10 @@ def merge_vf_samples(samples: Sequence[VfSample]) -> VfSample:
     """One VF's consecutive samples as one over their whole span; the setting is the last's."""
     if not samples:
         raise ValueError("no samples to merge")
-    if len(samples) == 1:
-        return samples[0]
-    last = samples[-1]
-    dt = sum(s.dt for s in samples)
-    counts = [s.interrupts for s in samples]
-    merged: dict[str, object] = {name: _mean(samples, name, dt) for name in VF_RATES}
-    # rx/tx rates are never None; the zero default keeps their type a float
-    for name in ("rx_pps", "rx_bps", "tx_pps", "tx_bps"):
-        merged[name] = merged[name] or 0.0
-    return replace(last, dt=dt, interrupts=None if any(c is None for c in counts) else sum(c or 0 for c in counts),
-                   fresh=any(s.fresh for s in samples), **merged)  # type: ignore[arg-type]
+    row = _VfRow(samples[0])
+    for s in samples[1:]:
+        row.add(s)
+    return row.merged()
 
 
 def merge_pf_samples(samples: Sequence[PfSample]) -> PfSample:
@@ -63,7 +98,7 @@ class SampleRecorder:
         if not every_s >= 0:
             raise ValueError(f"every_s must be >= 0, got {every_s!r}")
         self.every_s = every_s
-        self._vfs: dict[str, list[VfSample]] = {}
+        self._vfs: dict[str, _VfRow] = {}
         self._pfs: dict[str, list[PfSample]] = {}
         self._since: float | None = None  # start of the period being collected
 
@@ -71,7 +106,11 @@ class SampleRecorder:
         for s in vf_samples:
             if self._since is None:
                 self._since = s.t - s.dt
-            self._vfs.setdefault(s.pci, []).append(s)
+            row = self._vfs.get(s.pci)
+            if row is None:
+                self._vfs[s.pci] = _VfRow(s)
+            else:
+                row.add(s)
         for p in pf_samples:
             if self._since is None:
                 self._since = p.t - p.dt
@@ -85,7 +124,7 @@ class SampleRecorder:
 
     def take(self) -> tuple[list[VfSample], list[PfSample]]:
         """The period's samples merged per VF and per PF, and a new period begun."""
-        vfs = [merge_vf_samples(v) for v in self._vfs.values()]
+        vfs = [row.merged() for row in self._vfs.values()]
         pfs = [merge_pf_samples(p) for p in self._pfs.values()]
         self._vfs, self._pfs, self._since = {}, {}, None
         return vfs, pfs

@@ -6,8 +6,8 @@ route, had a p99 of 93 ms at 20 clients (README.md, "Crash safety and limits"). 
 process the API waits only for the CPU. The agent's process keeps the tick, every host write and
 the store's writer; a child process serves the API on the socket the agent bound, with
 
-- the agent's view, pushed after every tick over a socket pair (pickled: both ends are this
-  same vftune),
+- the agent's view, pushed over a socket pair (pickled: both ends are this same vftune) after
+  every tick while requests read it, every VIEW_IDLE_S while none do (a read tells the agent),
 - the history read through its own read-only connections (and its own page workers),
 - the few calls that change the agent (an inventory refresh, the profiles, a guest event's
   record) sent back and answered by a thread of the agent.
@@ -23,6 +23,7 @@ The price: a second interpreter with FastAPI and uvicorn, about 55 MB resident
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import logging
@@ -51,6 +52,8 @@ log = logging.getLogger("vftune.api")
 CALL_S = 10.0  # an agent that does not answer a call in this long gets the request a 503
 RESTART_S = (1.0, 30.0)  # first and longest wait before a dead API process is replaced
 FIRST_VIEW_S = 60.0  # a new API process waits this long for the agent's first view
+VIEW_IDLE_S = 2.0  # a view no reader asked for is pushed this often (/healthz says stalled after 3 ticks + 5 s)
+WANT_VIEW = "want_view"  # the API process to the agent: a reader took the last view
 
 
 class AgentUnavailable(Exception):
@@ -85,15 +88,23 @@ class RemoteAgent:
         self.ticks = -1
         self.degraded: str | None = None
         self.has_view = threading.Event()
+        self._wanted = False  # told the agent since the last view that a reader wants the next
 
     def update(self, view: AgentView, wall: float, clock_rate: float, degraded: str | None) -> None:
         self._anchor = (wall, time.monotonic(), clock_rate)
         self._view, self.degraded = view, degraded
         self.ticks = view.ticks
+        self._wanted = False
         self.has_view.set()
 
     def view(self) -> AgentView:
         assert self._view is not None, "the API serves only after the first view"
+        if not self._wanted:
+            # Someone reads: the agent pushes a view after its next tick too (else only every
+            # VIEW_IDLE_S). One word per view pushed, however many requests read it.
+            self._wanted = True
+            with contextlib.suppress(AgentUnavailable):  # stopping: the last view is what there is
+                self._link.tell(WANT_VIEW)
         return self._view
 
     def wall_now(self) -> float:
@@ -341,9 +352,15 @@ class ApiProcess:
         # one that never waits (inf) is known only at its ticks.
         self.clock_rate = clock_rate if clock_rate != float("inf") else 0.0
         self._ticked = threading.Event()
+        self._wanted = threading.Event()  # the API process read the last view pushed
+        self._pushed = -math.inf  # monotonic time of the last push
         self._draining = threading.Event()
         self._child = self._spawn()
         threading.Thread(target=self._push, name="vftune-api-views", daemon=True).start()
+
+    def view_due(self) -> bool:
+        """Whether the view after the coming tick is pushed (Agent.view_wanted)."""
+        return self._wanted.is_set() or time.monotonic() - self._pushed >= VIEW_IDLE_S
 
     def tick(self) -> None:
         """After every tick (Agent.heartbeat): the API's view is pushed on."""
@@ -353,15 +370,23 @@ class ApiProcess:
         child = _Child(self.sock, self.settings, self.metrics_sock)
         child.send(("token", self.token))
         threading.Thread(target=self._answer, args=(child,), name="vftune-api-calls", daemon=True).start()
+        self._wanted.set()
         self._ticked.set()  # its first view
         return child
 
     def _push(self) -> None:
+        """A view after a tick when a reader asked for one since the last, else every VIEW_IDLE_S:
+        a copy of 126 VFs, pickled here and unpickled there, is most of the API's cost when
+        nobody reads it."""
         while True:
             self._ticked.wait()
             self._ticked.clear()
             if self._draining.is_set():
                 return
+            if not self.view_due():
+                continue
+            self._wanted.clear()
+            self._pushed = time.monotonic()
             view = self.agent.view()
             degraded = self.history.degraded if self.history is not None else None
             self._child.send(("view", view, self.agent.wall_now(), self.clock_rate, degraded))
@@ -373,6 +398,9 @@ class ApiProcess:
                 message = child.conn.recv()
             except (EOFError, OSError, pickle.UnpicklingError):
                 return
+            if message[0] == "tell" and message[1] == WANT_VIEW:
+                self._wanted.set()
+                continue
             if message[0] == "tell" and message[1] == "request_refresh":
                 self.agent.request_refresh(*message[2])
                 continue

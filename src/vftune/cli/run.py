@@ -385,6 +385,7 @@ def run(config: RunConfig, host_factory: Callable[[RunConfig, Journal], HostDriv
         host.close()
         journal.close()
         fail(f"cannot start the API process: {exc}", 1)
+    agent.view_wanted = api.view_due  # the tick copies the policies' states only for a view pushed
     # Everything built so far (modules, the inventory) lives as long as the process: the
     # collector need not walk it again at every full collection, a stall of the tick.
     gc.collect()

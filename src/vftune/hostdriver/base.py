@@ -9,12 +9,8 @@ from __future__ import annotations
 
 import abc
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
-from typing import Generic, TypeVar
 
 from vftune.model import Applied, Capabilities, Inventory, Snapshot, VfActuator, VfDrops, VfInfo
-
-Entry = TypeVar("Entry")
 
 
 class HostError(Exception):
@@ -81,7 +77,9 @@ class HostDriver(abc.ABC):
 
     @abc.abstractmethod
     def restore(self) -> list[Applied]:
-        """Put back every value this driver changed, newest first."""
+        """Put back every value this driver changed, newest first. Every backend keeps its
+        originals in the one write journal (store/journal.py: recorded before the write, forgotten
+        once put back and read back), in memory or in the history file."""
 
     def add_inventory_listener(self, listener: Callable[[], None]) -> None:  # noqa: B027 (optional hook)
         """Call listener() (from any thread) when PFs, VFs or owners change. Default: never."""
@@ -104,24 +102,3 @@ def drops_scope(vf: VfInfo, vfs: Iterable[VfInfo]) -> VfDrops | None:
         return VfDrops("shared", f"guest {name} holds {held} VFs: its socket drops are counted per guest "
                        "and cannot be split between them")
     return None
-
-
-@dataclass
-class WriteJournal(Generic[Entry]):
-    """Old values of everything written, so restore() can undo them exactly once.
-
-    Each backend journals its own small entry types (frozen dataclasses holding what it needs
-    to put one setting back); the first entry per (target, setting) is kept: that is what the
-    host had before vftune touched it.
-    """
-
-    entries: dict[tuple[str, str], Entry] = field(default_factory=dict)
-
-    def remember(self, target: str, setting: str, entry: Entry) -> None:
-        self.entries.setdefault((target, setting), entry)
-
-    def drain(self) -> list[Entry]:
-        """Every entry, newest first; the journal is empty afterwards."""
-        items = list(reversed(self.entries.values()))
-        self.entries.clear()
-        return items

@@ -19,10 +19,9 @@ from __future__ import annotations
 
 import threading
 import time
-from dataclasses import dataclass
 
 from vftune.agent.hybrid import NAPI_BUDGET
-from vftune.hostdriver.base import HostDriver, WriteJournal, drops_scope
+from vftune.hostdriver.base import HostDriver, drops_scope
 from vftune.itr import MAX_VFS_PER_PF, PF_DEVICE_ID_SFP
 from vftune.model import (
     RX_MODES,
@@ -38,38 +37,22 @@ from vftune.model import (
     VfDrops,
     VfInfo,
 )
-from vftune.sim.engine import COUNTER_REFRESH_S, GSTATS_MIN_INTERVAL_S, HostSim
+from vftune.sim.engine import COUNTER_REFRESH_S, GSTATS_MIN_INTERVAL_S, HostSim, SimVf
 from vftune.sim.layout import PF_DRIVER, pf_name, pf_pci, vf_pci
 from vftune.sim.nic import nic_profile
 from vftune.sim.scenarios import build
 from vftune.sim.workload import Poll
+from vftune.store.journal import Journal, JournalEntry, TargetGone
 
 MAX_NAPI_BUDGET = 1024
 DEFAULT_STEP_S = 0.5
 
 
-# What restore() needs to put one setting back, as first written.
-@dataclass(frozen=True)
-class ItrWrite:
-    vf: str
-    itr_request: int  # 0 = the guest's adaptive ITR
-
-
-@dataclass(frozen=True)
-class RxModeWrite:
-    pf: str
-    rx_mode: str
-    napi_budget: int
-    cliff_pps: float | None
-
-
-@dataclass(frozen=True)
-class BoundsWrite:
-    vf: str
-    bounds: tuple[int, int]
-
-
-SimWrite = ItrWrite | RxModeWrite | BoundsWrite
+# Write-journal entry kinds (store/journal.py), the same journal the Linux backend writes: what
+# restore() needs to put one simulated setting back, as first written.
+KIND_SIM_ITR = "sim_itr"  # payload: itr_request (0 = the guest's adaptive ITR)
+KIND_SIM_ITR_BOUNDS = "sim_itr_bounds"  # payload: bounds [min, max] interrupts/s (0 = open)
+KIND_SIM_RX_MODE = "sim_rx_mode"  # payload: rx_mode, napi_budget, cliff_pps (null: the driver's)
 
 
 class SimHost(HostDriver):
@@ -77,9 +60,11 @@ class SimHost(HostDriver):
 
     def __init__(self, scenario: str, seed: int = 0, speed: float = 1.0, step: float = DEFAULT_STEP_S,
                  patched_counters: bool | None = None, stop_event: threading.Event | None = None,
-                 ethtool_refresh: bool = True) -> None:
+                 ethtool_refresh: bool = True, journal: Journal | None = None) -> None:
         """ethtool_refresh: every snapshot first reads the stock PFs' ethtool statistics, as the
-        Linux backend does (fresh VF counters each tick, rate-limited, at a CPU cost)."""
+        Linux backend does (fresh VF counters each tick, rate-limited, at a CPU cost).
+        journal: where originals wait until restore(); None keeps them in this process (the
+        simulated host itself lives no longer than the process)."""
         if not speed > 0:
             raise ValueError(f"speed must be positive, got {speed}")
         self.scenario, self.seed, self.speed = scenario, seed, speed
@@ -89,7 +74,10 @@ class SimHost(HostDriver):
         self.ethtool_refresh = ethtool_refresh
         self._stop = stop_event if stop_event is not None else threading.Event()
         self._lock = threading.RLock()
-        self._journal: WriteJournal[SimWrite] = WriteJournal()
+        self._journal = journal if journal is not None else Journal.memory()
+        self._journal.register(KIND_SIM_ITR, self._restore_itr)
+        self._journal.register(KIND_SIM_ITR_BOUNDS, self._restore_bounds)
+        self._journal.register(KIND_SIM_RX_MODE, self._restore_rx_mode)
         self._pf_names = [pf_name(p) for p in range(self.spec.num_pfs)]
         self._vf_by_pci = {vf_pci(vf.pf, vf.index): i for i, vf in enumerate(self.spec.vfs)}
         self._previous: dict[str, tuple[int, int, int, int]] = {}
@@ -224,7 +212,7 @@ class SimHost(HostDriver):
             if itr != 0 and not low <= itr <= high:
                 return Applied(vf_pci, "itr", itr, old, old, ok=False,
                                error=f"{vf_pci}: ITR {itr} outside {low}..{high} interrupts/s (0 = adaptive)")
-            self._journal.remember(vf_pci, "itr", ItrWrite(vf_pci, old))
+            self._journal.remember(KIND_SIM_ITR, vf_pci, "itr", {"itr_request": old})
             state.host_request = self.nic.quantize(itr) if itr else 0
             state.host_written = self.sim.t
             if self.sim.fetch_s <= 0:
@@ -261,7 +249,7 @@ class SimHost(HostDriver):
                 return Applied(vf_pci, "itr_bounds", requested, old, old, ok=False,
                                error=f"{vf_pci}: ITR bounds {requested} not within {low}..{high} "
                                "interrupts/s with min <= max (0 = open)")
-            self._journal.remember(vf_pci, "itr_bounds", BoundsWrite(vf_pci, state.host_bounds))
+            self._journal.remember(KIND_SIM_ITR_BOUNDS, vf_pci, "itr_bounds", {"bounds": list(state.host_bounds)})
             quantize = self.nic.quantize
             state.host_bounds = (quantize(min_itr) if min_itr else 0, quantize(max_itr) if max_itr else 0)
             state.host_written = self.sim.t
@@ -309,7 +297,8 @@ class SimHost(HostDriver):
             if cliff_pps is not None and not 1 <= cliff_pps <= 1e8:
                 return Applied(pf, "rx_mode", mode, old, old, ok=False,
                                error=f"{pf}: cliff {cliff_pps} packets/s outside 1..100000000")
-            self._journal.remember(pf, "rx_mode", RxModeWrite(pf, old, state.napi_budget, state.cliff_pps))
+            self._journal.remember(KIND_SIM_RX_MODE, pf, "rx_mode",
+                                   {"rx_mode": old, "napi_budget": state.napi_budget, "cliff_pps": state.cliff_pps})
             if cliff_pps is not None:
                 state.cliff_pps = float(cliff_pps)  # the simulated driver keeps its epsilon (0.15)
             if napi_budget is None and mode == "hybrid" and old != "hybrid":
@@ -322,31 +311,50 @@ class SimHost(HostDriver):
             return Applied(pf, "rx_mode", mode, old, state.rx_mode)
 
     def restore(self) -> list[Applied]:
-        restored: list[Applied] = []
+        """Every journaled original back, newest first, in force at once (a restore does not wait
+        for the VF's next fetch); the journal forgets what was put back."""
         with self._lock:
-            for entry in self._journal.drain():
-                if isinstance(entry, BoundsWrite):
-                    bvf = self.sim.vfs[self._vf_by_pci[entry.vf]]
-                    was_bounds = "{}..{}".format(*bvf.host_bounds)
-                    bvf.host_bounds = entry.bounds
-                    bvf.fetch()  # put back in force at once: a restore does not wait for the VF
-                    restored.append(Applied(entry.vf, "itr_bounds", "{}..{}".format(*entry.bounds), was_bounds,
-                                            "{}..{}".format(*bvf.host_bounds)))
-                elif isinstance(entry, ItrWrite):
-                    vf = self.sim.vfs[self._vf_by_pci[entry.vf]]
-                    was = vf.host_request
-                    vf.host_request = entry.itr_request
-                    vf.fetch()
-                    self._confirm.pop(entry.vf, None)
-                    restored.append(Applied(entry.vf, "itr", entry.itr_request, was, vf.host_request))
-                else:
-                    pf = self.sim.pfs[self._pf_names.index(entry.pf)]
-                    was_mode = pf.rx_mode
-                    pf.rx_mode, pf.napi_budget, pf.cliff_pps = entry.rx_mode, entry.napi_budget, entry.cliff_pps
-                    if entry.rx_mode != "hybrid":
-                        pf.mode_in_force = entry.rx_mode
-                    restored.append(Applied(entry.pf, "rx_mode", entry.rx_mode, was_mode, entry.rx_mode))
-        return restored
+            return self._journal.restore()
+
+    @property
+    def journal(self) -> Journal:
+        return self._journal
+
+    def _vf_state_of(self, entry: JournalEntry) -> SimVf:
+        index = self._vf_by_pci.get(entry.target)
+        if index is None:
+            raise TargetGone(f"{entry.target}: no such VF on this simulated host")
+        return self.sim.vfs[index]
+
+    def _restore_itr(self, entry: JournalEntry) -> Applied:
+        vf = self._vf_state_of(entry)
+        want = int(entry.payload.get("itr_request", 0))
+        was = vf.host_request
+        vf.host_request = want
+        vf.fetch()
+        self._confirm.pop(entry.target, None)
+        return Applied(entry.target, "itr", want, was, vf.host_request)
+
+    def _restore_bounds(self, entry: JournalEntry) -> Applied:
+        vf = self._vf_state_of(entry)
+        low, high = (int(b) for b in entry.payload.get("bounds", (0, 0)))
+        was = "{}..{}".format(*vf.host_bounds)
+        vf.host_bounds = (low, high)
+        vf.fetch()
+        return Applied(entry.target, "itr_bounds", f"{low}..{high}", was, "{}..{}".format(*vf.host_bounds))
+
+    def _restore_rx_mode(self, entry: JournalEntry) -> Applied:
+        p = self._pf_index(entry.target)
+        if p is None:
+            raise TargetGone(f"{entry.target}: no such PF on this simulated host")
+        pf = self.sim.pfs[p]
+        mode, cliff = str(entry.payload.get("rx_mode")), entry.payload.get("cliff_pps")
+        was = pf.rx_mode
+        pf.rx_mode, pf.napi_budget = mode, int(entry.payload.get("napi_budget", pf.napi_budget))
+        pf.cliff_pps = float(cliff) if cliff is not None else None
+        if mode != "hybrid":
+            pf.mode_in_force = mode
+        return Applied(entry.target, "rx_mode", mode, was, pf.rx_mode)
 
     def close(self) -> None:
         self.stop()

@@ -34,6 +34,7 @@ from vftune.sim.workload import (
     Vm,
     Workload,
 )
+from vftune.textfile import read_bounded
 
 UUID_NAMESPACE = uuid.UUID("6f1c3c62-7c1e-4d0e-9a59-1f0d2b8c5a10")
 JITTER = 0.04
@@ -416,10 +417,10 @@ def load(path: str | Path) -> ScenarioFile:
     """Read and check one scenario file."""
     name = str(path)
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        text = read_bounded(path)  # a device (/dev/zero), a FIFO or a huge file: refused, not read
     except FileNotFoundError:
         raise ScenarioError(f"{name}: no such file") from None
-    except (OSError, UnicodeDecodeError) as exc:
+    except (OSError, ValueError) as exc:
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         raise ScenarioError(f"{name}: cannot read: {reason}") from None
     return parse(text, name)

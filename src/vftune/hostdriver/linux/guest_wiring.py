@@ -11,7 +11,7 @@
 
 The actuator (guest_agent/) does every agent call on its own threads; this module only maps
 inventory to attach/detach, requests to submit(), and results back to interrupts/s. The
-guest's own setting is journaled through a GuestJournal before the first write to a VF and
+guest's own setting is journaled (JournalOfGuests, the one write journal) before the first write to a VF and
 put back by restore() (stop, start-up after a crash, owner change).
 """
 
@@ -22,7 +22,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Literal, Protocol
+from typing import Literal
 
 from vftune.config import GUEST_AGENT_MODES
 from vftune.hostdriver.linux.guest_agent import (
@@ -35,6 +35,7 @@ from vftune.hostdriver.linux.guest_agent import (
 from vftune.hostdriver.linux.guest_agent.protocol import AgentChannel
 from vftune.itr import itr_to_usecs, usecs_to_itr
 from vftune.model import Applied, SettingValue, VfActuator, VfInfo
+from vftune.store.journal import Journal, JournalEntry
 
 log = logging.getLogger("vftune.linux.guest_agent")
 
@@ -55,35 +56,46 @@ class GuestOriginal:
     original: Coalesce
 
 
-class GuestJournal(Protocol):
-    """Where originals wait until restored. remember() must have persisted when it returns (if
-    it raises, nothing is written); forget() once restored or when the entry can never apply."""
-
-    def remember(self, entry: GuestOriginal) -> None: ...
-
-    def forget(self, vf_pci: str) -> None: ...
-
-    def entries(self) -> list[GuestOriginal]: ...
+# The guest agent's entries in the write journal (store/journal.py). Payload: vf, guest, mac,
+# ifname, original ({rx_usecs, adaptive_rx}: Coalesce.as_dict()); restored inside the guest.
+KIND_GUEST_AGENT = "guest_agent_coalesce"
+GUEST_AGENT_SETTING = "guest_rx_usecs"
 
 
-class MemoryGuestJournal:
-    """Originals kept in this process only: enough for a clean stop, not for a crash."""
+class JournalOfGuests:
+    """GuestOriginals in the one write journal (in memory or the history file), as KIND_GUEST_AGENT
+    entries: remember() has committed when it returns (if it raises JournalError, nothing is
+    written); forget() once restored or when the entry can never apply."""
 
-    def __init__(self) -> None:
-        self._entries: dict[str, GuestOriginal] = {}
-        self._lock = threading.Lock()
+    def __init__(self, journal: Journal) -> None:
+        self.journal = journal
 
     def remember(self, entry: GuestOriginal) -> None:
-        with self._lock:
-            self._entries.setdefault(entry.vf.pci, entry)
+        self.journal.remember(KIND_GUEST_AGENT, entry.vf.pci, GUEST_AGENT_SETTING, {
+            "vf": entry.vf.pci, "guest": entry.vf.guest, "mac": entry.vf.mac, "ifname": entry.ifname,
+            "original": entry.original.as_dict()})
 
     def forget(self, vf_pci: str) -> None:
-        with self._lock:
-            self._entries.pop(vf_pci, None)
+        self.journal.discard(vf_pci, GUEST_AGENT_SETTING)
 
     def entries(self) -> list[GuestOriginal]:
-        with self._lock:
-            return list(reversed(self._entries.values()))
+        """Newest first."""
+        found = (guest_original(e) for e in self.journal.pending() if e.kind == KIND_GUEST_AGENT)
+        return [g for g in found if isinstance(g, GuestOriginal)]
+
+
+def guest_original(entry: JournalEntry) -> GuestOriginal | str:
+    """A KIND_GUEST_AGENT entry back as the wiring's record, or why it cannot be (a crash or an
+    older build may have left anything in the file)."""
+    p = entry.payload
+    original = Coalesce.from_dict(p.get("original"))
+    if not isinstance(original, Coalesce):
+        return original.reason
+    fields = [p.get(k) for k in ("vf", "guest", "mac", "ifname")]
+    if not all(isinstance(v, str) and v for v in fields):
+        return f"journal entry {entry.id}: vf, guest, mac and ifname must be non-empty text"
+    vf, guest, mac, ifname = (str(v) for v in fields)
+    return GuestOriginal(GuestVf(vf, guest, mac), ifname, original)
 
 
 def rx_usecs_for(itr: int) -> int:
@@ -100,7 +112,7 @@ class GuestAgentWiring:
         self,
         mode: str,
         connect: Callable[[str], AgentChannel] | None,
-        journal: GuestJournal,
+        journal: JournalOfGuests,
         *,
         unavailable: str = "",
         limits: Limits = DEFAULT_LIMITS,

@@ -26,14 +26,19 @@ from vftune.hostdriver.linux.ethtool_stats import EthtoolStatsRefresher
 from vftune.hostdriver.linux.guest_agent import (
     AgentChannel,
     AgentError,
-    Coalesce,
-    GuestVf,
     Limits,
     UnixSocketChannel,
     libvirt_connector,
 )
 from vftune.hostdriver.linux.guest_agent.socket_drops import DEFAULT_DROPS_LIMITS, DropsLimits, GuestDropsReader
-from vftune.hostdriver.linux.guest_wiring import DEFAULT_LIMITS, GuestAgentWiring, GuestOriginal
+from vftune.hostdriver.linux.guest_wiring import (
+    DEFAULT_LIMITS,
+    KIND_GUEST_AGENT,
+    GuestAgentWiring,
+    GuestOriginal,
+    JournalOfGuests,
+    guest_original,
+)
 from vftune.hostdriver.linux.libvirt_guests import GuestDirectory, GuestView, import_libvirt
 from vftune.hostdriver.linux.netlink_vfstats import LinkStats, as_source, parse_link
 from vftune.hostdriver.linux.proc_interrupts import InterruptCounts, parse_interrupts
@@ -70,50 +75,11 @@ STOCK_REFRESH_S = 2.0  # stock ixgbe service task
 CONFIRM_DEADLINE_S = 2 * pa.VF_CONFIRM_S
 
 
-# Journal entry kinds (store/journal.py): what restore() needs to put one write back.
+# Journal entry kinds (store/journal.py): what restore() needs to put one write back
+# (guest_wiring.KIND_GUEST_AGENT for the guest agent's).
 KIND_SYSFS = "sysfs"  # payload: root ("sysfs"/"procfs"/""), path under it, old text
 KIND_VF_ITR = "vf_itr"  # payload: root, path of the patched PF's per-VF itr_usecs, old_request, ran_usecs
 KIND_VF_ITR_BOUNDS = "vf_itr_bounds"  # payload: root, path of itr_min_usecs (max beside it), old_min, old_max
-# payload: vf, guest, mac, ifname, original ({rx_usecs, adaptive_rx}: Coalesce.as_dict()), as guest_wiring.py
-# hands it over; restored inside the guest through its agent.
-KIND_GUEST_AGENT = "guest_agent_coalesce"
-GUEST_AGENT_SETTING = "guest_rx_usecs"
-
-
-class _JournalOfGuests:
-    """The guest-agent wiring's GuestJournal on the durable write journal (KIND_GUEST_AGENT)."""
-
-    def __init__(self, journal: Journal) -> None:
-        self._journal = journal
-
-    def remember(self, entry: GuestOriginal) -> None:
-        # JournalError propagates: the actuator then refuses the write (the original is not safe).
-        self._journal.remember(KIND_GUEST_AGENT, entry.vf.pci, GUEST_AGENT_SETTING, {
-            "vf": entry.vf.pci, "guest": entry.vf.guest, "mac": entry.vf.mac, "ifname": entry.ifname,
-            "original": entry.original.as_dict()})
-
-    def forget(self, vf_pci: str) -> None:
-        self._journal.discard(vf_pci, GUEST_AGENT_SETTING)
-
-    def entries(self) -> list[GuestOriginal]:
-        found = (guest_original(e) for e in self._journal.pending() if e.kind == KIND_GUEST_AGENT)
-        return [g for g in found if isinstance(g, GuestOriginal)]
-
-
-def guest_original(entry: JournalEntry) -> GuestOriginal | str:
-    """A KIND_GUEST_AGENT entry back as the wiring's record, or why it cannot be (a crash or an
-    older build may have left anything in the file)."""
-    p = entry.payload
-    original = Coalesce.from_dict(p.get("original"))
-    if not isinstance(original, Coalesce):
-        return original.reason
-    fields = [p.get(k) for k in ("vf", "guest", "mac", "ifname")]
-    if not all(isinstance(v, str) and v for v in fields):
-        return f"journal entry {entry.id}: vf, guest, mac and ifname must be non-empty text"
-    vf, guest, mac, ifname = (str(v) for v in fields)
-    return GuestOriginal(GuestVf(vf, guest, mac), ifname, original)
-
-
 class LinuxHost(HostDriver):
     name = "linux"
 
@@ -186,7 +152,7 @@ class LinuxHost(HostDriver):
             )
         connect, unavailable = self._agent_transport(guest_agent_sockets)
         self._drops_unavailable: str | None = None
-        self._guest_agent = GuestAgentWiring(guest_agent, connect, _JournalOfGuests(self._journal),
+        self._guest_agent = GuestAgentWiring(guest_agent, connect, JournalOfGuests(self._journal),
                                              unavailable=unavailable, limits=guest_agent_limits, clock=self._clock)
         self._drops = self._drops_reader(guest_rx_drops, connect, unavailable, guest_rx_drops_limits)
         self._journal.register(KIND_GUEST_AGENT, self._restore_guest_agent_entry)
