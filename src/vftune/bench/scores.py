@@ -1,7 +1,8 @@
 """What the benchmark measures per (scenario, policy, seed), from the simulator's ground truth.
 
 Scores (the simulator's own rates, not what the agent estimated; groundtruth.Tally):
-- vf_geomean, vf_min: each tunable VF's score is its merit over the oracle's for the same VF
+- vf_geomean, vf_min: each tunable VF's score is its merit over its reference's (reference_cells:
+  under throughput its best over the runs of the fixed plans known in advance, the oracle's among them)
   (bulk: bits/s delivered to its application, not the counters' frames, which at high rates
   carry extra ACKs and, for UDP, packets the application never gets; request/response: the oracle's mean response time over
   its own), per phase of the scenario, combined over the phases it is busy in by a
