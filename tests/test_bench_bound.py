@@ -16,9 +16,12 @@ from click.testing import CliRunner
 from conftest import VFTUNE
 from vftune.bench import harness, oracle, random_hosts, run
 from vftune.bench.oracle import LEFT_ALONE, RESPONSE_KINDS, OraclePlan, oracle_plan, vf_kind
-from vftune.bench.scores import families, oracle_beaten, score
+from vftune.bench.peers.bayesopt import BayesOptPolicy, BayesSearch
+from vftune.bench.scores import families, oracle_beaten, score, vf_scores
 from vftune.cli import cli
 from vftune.itr import quantize_itr
+from vftune.model import Capabilities
+from vftune.sim.nic import I82599, PRO1000
 from vftune.sim.scenarios import SCENARIOS, register_file
 from vftune.sim.workload import Idle, RequestResponse, Stream
 
@@ -103,7 +106,7 @@ def test_the_table_reports_built_ins_and_random_hosts_as_two_families() -> None:
     for fam in ("built-in", "random"):
         assert rows[(fam, "frontier")]["cpu_per_gbps_vs_frontier"] == 1.0  # the frontier runs on random hosts too
         assert rows[(fam, "default")]["cpu_per_gbps_vs_default"] == 1.0
-        assert rows[(fam, "fixed-20000")]["vf_geomean"] is not None and rows[(fam, "oracle")]["vf_geomean"] == 1.0
+        assert rows[(fam, "fixed-20000")]["vf_geomean"] is not None and 0 < rows[(fam, "oracle")]["vf_geomean"] <= 1.0
     assert {"worst", "beaten", "slack"} <= set(body["oracle_bound"])
     assert {r["family"] for r in body["results"]} == {"built-in", "random"}
     table = CliRunner().invoke(cli, args).output
@@ -161,3 +164,89 @@ def test_kinds_beyond_bulk_rr_and_idle_keep_their_own_name() -> None:
 
     assert vf_kind(Sent()) == "tcp_tx" and "tcp_tx" not in LEFT_ALONE | RESPONSE_KINDS  # scored on its bits
     assert vf_kind(Polled()) == "poll" and "poll" in LEFT_ALONE  # no interrupts for an ITR to move
+
+
+def _register(tmp_path: Path, text: str, name: str) -> str:
+    path = tmp_path / f"{name}.toml"
+    path.write_text(text, encoding="utf-8")
+    return register_file(path)
+
+
+def test_a_pro1000_hosts_oracle_reaches_the_delays_only_that_nic_has(tmp_path: Path) -> None:
+    """The bursty receiver on a pro1000: its best rate lies below the 82599's floor (956/s), a
+    rate the pro1000 delivers, and it beats the 82599's lowest rate held from the start."""
+    name = _register(tmp_path, BURSTY.replace("ports = 1", 'ports = 1\nnic = "pro1000"').replace(
+        "bursty-udp", "bursty-udp-gbe"), "gbe")
+    plan = oracle_plan(name, SEED)
+    itr = plan.phases[0].itrs["0000:03:10.0"]
+    assert itr < I82599.itr_min and itr in PRO1000.hardware_rates()
+    assert min(oracle.candidates(PRO1000)) == PRO1000.itr_min < I82599.itr_min == min(oracle.candidates())
+    ours = harness.run_pair(name, "oracle", SEED, plan=plan)
+    floor = harness.run_pair(name, "oracle", SEED, plan=oracle.held_plan(plan, I82599.itr_min))
+    assert ours.cells[("0000:03:10.0", 0)].merit > floor.cells[("0000:03:10.0", 0)].merit * 1.02
+
+
+def test_bayesopt_searches_the_hosts_own_nic_range() -> None:
+    gbe = BayesOptPolicy("0000:03:10.0", Capabilities("sim", itr_min=PRO1000.itr_min, itr_max=PRO1000.itr_max))
+    ten = BayesOptPolicy("0000:03:10.0", Capabilities("sim"))
+    assert (gbe.low, gbe.high) == (PRO1000.itr_min, PRO1000.itr_max)
+    assert (ten.low, ten.high) == (I82599.itr_min, I82599.itr_max)
+    search = BayesSearch(gbe.low, gbe.high, nic=gbe.nic)
+    assert min(search.candidates) == PRO1000.itr_min and set(search.candidates) <= set(PRO1000.hardware_rates())
+
+
+# Two small-packet TCP receivers and a bulk one on one 1 GbE port: a fast rate held host-wide
+# starves the small-packet VFs of interrupts, and the bulk VF takes the port they leave.
+SHARED_GBE = """
+name = "shared-gbe"
+description = "two small-packet TCP receivers and a bulk one share one 1 GbE port"
+duration_s = 60
+[host]
+cores = 4
+ports = 1
+nic = "pro1000"
+[noise]
+sigma = 0.1
+burst = 1.5
+[[guest]]
+name = "g0"
+vcpus = 2
+[[guest]]
+name = "g1"
+vcpus = 2
+[[vf]]
+guest = "g0"
+[[vf.phase]]
+kind = "tcp"
+packet_bytes = 64
+offered_bps = 2e9
+rtt_us = 20
+[[vf]]
+guest = "g0"
+[[vf.phase]]
+kind = "tcp"
+packet_bytes = 64
+offered_bps = 2e9
+rtt_us = 200
+[[vf]]
+guest = "g1"
+[[vf.phase]]
+kind = "tcp"
+packet_bytes = 1500
+rtt_us = 1000
+"""
+
+
+def test_a_vf_that_gains_from_its_neighbours_giving_way_is_still_bounded(tmp_path: Path) -> None:
+    name = _register(tmp_path, SHARED_GBE, "shared")
+    results = run([name], ["fixed-8000", "fixed-100000", "oracle"], seeds=[0], jobs=1)
+    by = {r.policy: r for r in results}
+    assert set(by) == {"fixed-8000", "fixed-100000", "oracle"}  # the frontier and held-RATE runs are not reported
+    bulk = "0000:03:10.4"
+    # Against the oracle plan's own run the bulk VF gets twice as much under fixed-100000 ...
+    assert vf_scores(by["fixed-100000"].cells, by["oracle"].cells)[bulk] > 1.5
+    # ... which its reference, the best over the fixed plans known in advance, includes.
+    beaten = oracle_beaten(results)
+    assert beaten["beaten"] == [] and beaten["worst"]["score"] <= 1.0 + beaten["slack"]
+    assert by["oracle"].vf_scores[bulk] < 0.5 and by["oracle"].vf_scores["0000:03:10.0"] == 1.0
+    assert set(by["oracle"].extra["reference_from"]) - {"oracle"}  # another plan served a VF better

@@ -10,7 +10,7 @@ import pytest
 from vftune.bench import oracle_warnings, run
 from vftune.bench.groundtruth import GUEST_STEP_S, MeasuredSim
 from vftune.bench.oracle import EFFICIENCY_MARGIN, OBJECTIVES, TIE, choose, oracle_plan, vf_kind, vf_merit
-from vftune.bench.scores import ORACLE_SLACK, Cell, PairResult, mean_interval, score
+from vftune.bench.scores import ORACLE_SLACK, Cell, PairResult, held_policies, mean_interval, score
 from vftune.sim.engine import HostSim
 from vftune.sim.layout import vf_pci
 from vftune.sim.scenarios import build
@@ -122,7 +122,9 @@ def test_progress_reports_oracle_sweeps_then_pairs():
     run(["paper-1vm"], ["fixed-20000"], seeds=[0, 1], duration=60, jobs=1,
         progress=lambda stage, done, total: seen.append((stage, done, total)))
     assert seen[0] == ("oracle", 0, 2) and ("oracle", 2, 2) in seen
-    assert seen[-1] == ("pairs", 6, 6)  # fixed-20000, default and oracle, two seeds
+    # Per seed the references (default, the three fixed rates, the frontier, the oracle) and the
+    # eight other rates peers run, held host-wide: fourteen runs, two seeds.
+    assert len(held_policies()) == 8 and seen[-1] == ("pairs", 28, 28)
 
 
 def test_guest_run_default_follows_a_load_change_within_a_fraction_of_a_second():

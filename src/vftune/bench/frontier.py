@@ -43,6 +43,7 @@ from vftune.bench.scores import MIN_RATIO  # a VF that gets nothing scores this,
 from vftune.bench.targets import GEOMEAN_SCORE, MIN_SCORE
 from vftune.sim.engine import HostRates, HostSim
 from vftune.sim.layout import vf_pci
+from vftune.sim.nic import nic_profile
 from vftune.sim.scenarios import build
 from vftune.sim.sweep import tunable_vfs
 from vftune.sim.workload import HostSpec
@@ -243,7 +244,7 @@ def frontier(oracle: OraclePlan, max_delay_us: float | None = None) -> Frontier:
     spec = build(scenario, seed)
     sim = HostSim(spec, seed, noise=False)
     tunable = tunable_vfs(spec)
-    grid = [r for r in candidates() if max_delay_us is None or 1e6 / r <= max_delay_us]
+    grid = [r for r in candidates(nic_profile(spec.nic)) if max_delay_us is None or 1e6 / r <= max_delay_us]
     pci_of = {i: vf_pci(spec.vfs[i].pf, spec.vfs[i].index) for i in tunable}
     starts, weights, busys, bases = [], [], [], []
     for index, phase in enumerate(oracle.phases):

@@ -25,7 +25,7 @@ from vftune.agent.policy import StockMode, VfPolicy, VfPolicyFactory
 from vftune.bench import random_hosts
 from vftune.bench.frontier import frontier
 from vftune.bench.groundtruth import GUEST_STEP_S, MeasuredSim
-from vftune.bench.oracle import OraclePlan, oracle_plan, run_duration
+from vftune.bench.oracle import OraclePlan, held_plan, oracle_plan, run_duration
 from vftune.bench.registry import (
     FIXED,
     GUEST,
@@ -37,11 +37,14 @@ from vftune.bench.registry import (
     is_frontier,
 )
 from vftune.bench.scores import (
+    BOUND_PLANS,
     IDLE_BPS,
     Cell,
     PairResult,
     Recording,
     Settle,
+    held_policies,
+    held_rate,
     phase_segments,
     score,
     settle,
@@ -55,7 +58,9 @@ from vftune.sim.scenarios import SCENARIOS, build, get_scenario
 from vftune.sim.sweep import tunable_vfs
 
 TICK_S = AgentConfig().interval  # the agent's own tick: each snapshot reads fresh counters (the PF's ethtool statistics)
-REFERENCES = ("default", ORACLE)  # always run: every score is taken against them
+# Always run: every score is taken against them (under `throughput`, each VF's reference is its
+# best over the plans known in advance: scores.BOUND_PLANS).
+REFERENCES = ("default", *BOUND_PLANS)
 # Wu & Wang's one experiment at 15 sizes (paper-Nvm, paper-3vm-512 its N = 3) ties every policy
 # at every size: the default set keeps one size per band, the others stay selectable by name.
 PAPER_SIZES = (1, 3, 8, 15)
@@ -242,7 +247,12 @@ def _plan_task(task: tuple[str, int, str, float | None]) -> OraclePlan:
 def _pair_task(task: tuple[str, str, int, float | None, OraclePlan]) -> PairResult:
     scenario, policy, seed, duration, plan = task
     started = time.process_time()
-    result = run_pair(scenario, policy, seed, duration, plan)
+    rate = held_rate(policy)
+    if rate is None:
+        result = run_pair(scenario, policy, seed, duration, plan)
+    else:  # a reference run: one rate held host-wide, written as the oracle's plan is
+        result = run_pair(scenario, ORACLE, seed, duration, held_plan(plan, rate))
+        result.policy = policy
     result.run_s = time.process_time() - started
     return result
 
@@ -266,8 +276,10 @@ def run(scenarios: Iterable[str] | None = None, policies: Iterable[str] | None =
         check_policy(name)
     drawn = {seed: random_hosts.register(seed, random) for seed in seeds}
     # In the registry's order, a tuner with a margin after the named ones; the oracle last.
-    wanted = [p for p in POLICIES if (p in policies or p in REFERENCES) and p != ORACLE]
+    references = REFERENCES if objective == "throughput" else ("default", ORACLE)
+    wanted = [p for p in POLICIES if (p in policies or p in references) and p != ORACLE]
     wanted += [p for p in policies if p not in POLICIES] + [ORACLE]
+    held = held_policies() if objective == "throughput" else []
     keys = [(s, seed) for s in scenarios for seed in seeds] + [(s, seed) for seed in seeds for s in drawn[seed]]
     order = sorted(keys, key=lambda k: -_cost(k[0], k[1], duration))
     plan_tasks = [(s, seed, objective, duration or default_duration(s, seed)) for s, seed in order]
@@ -285,7 +297,7 @@ def run(scenarios: Iterable[str] | None = None, policies: Iterable[str] | None =
 
     def go(pool: Any) -> list[PairResult]:
         plans = {(p.scenario, p.seed): p for p in fan_out(_plan_task, plan_tasks, "oracle", pool)}
-        pair_tasks = [(s, p, seed, duration, plans[(s, seed)]) for s, seed in order for p in wanted]
+        pair_tasks = [(s, p, seed, duration, plans[(s, seed)]) for s, seed in order for p in wanted + held]
         return fan_out(_pair_task, pair_tasks, "pairs", pool)
 
     if jobs == 1:
@@ -294,8 +306,9 @@ def run(scenarios: Iterable[str] | None = None, policies: Iterable[str] | None =
         # Workers end with this process, SIGKILL included (lifetime.py).
         with multiprocessing.get_context("fork").Pool(jobs, end_with_parent, (os.getpid(),)) as pool:
             results = go(pool)
-    score(results)
+    score(results, objective)
+    results = [r for r in results if r.policy in policies]
     rank = {name: i for i, name in enumerate(scenarios + [s for seed in seeds for s in drawn[seed]])}
     prank = {name: i for i, name in enumerate(wanted)}
     results.sort(key=lambda r: (rank[r.scenario], prank[r.policy], r.seed))
-    return [r for r in results if r.policy in policies]
+    return results

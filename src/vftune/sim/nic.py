@@ -55,6 +55,12 @@ PRO1000 = NicProfile("pro1000", 1.024, 3200)
 NIC_PROFILES = {p.name: p for p in (I82599, PRO1000)}
 
 
+def profile_for_range(itr_min: int, itr_max: int) -> NicProfile:
+    """The profile whose range a host reports (its capabilities' itr_min, itr_max), for a policy
+    that sees only those; the 82599 where none matches."""
+    return next((p for p in NIC_PROFILES.values() if (p.itr_min, p.itr_max) == (itr_min, itr_max)), I82599)
+
+
 def nic_profile(name: str) -> NicProfile:
     """The profile of a scenario's `nic`; ValueError naming the known ones otherwise."""
     try:

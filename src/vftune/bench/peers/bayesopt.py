@@ -26,8 +26,9 @@ import numpy as np
 
 from vftune.agent.policy import VfPolicy
 from vftune.agent.tuner import WindowMeter
-from vftune.itr import quantize_itr, same_itr
+from vftune.itr import same_itr
 from vftune.model import Capabilities, ItrDecision, VfSample
+from vftune.sim.nic import I82599, NicProfile, profile_for_range
 from vftune.sim.sweep import default_grid
 
 INITIAL_POINTS = 3
@@ -92,12 +93,12 @@ def expected_improvement(mu: np.ndarray, sd: np.ndarray, best: float) -> np.ndar
 class BayesSearch:
     """Ask/tell: which rate to measure next, and the answer once done."""
 
-    def __init__(self, low: int, high: int, incumbent: int | None = None) -> None:
-        self.candidates = [r for r in default_grid() if low <= r <= high]
+    def __init__(self, low: int, high: int, incumbent: int | None = None, nic: NicProfile = I82599) -> None:
+        self.candidates = [r for r in default_grid(nic=nic) if low <= r <= high]
         logs = np.linspace(math.log(low), math.log(high), INITIAL_POINTS + 2)[1:-1]
-        first = [quantize_itr(math.exp(v)) for v in logs]
+        first = [nic.quantize(math.exp(v)) for v in logs]
         if incumbent and low <= incumbent <= high:
-            first.insert(0, quantize_itr(incumbent))
+            first.insert(0, nic.quantize(incumbent))
         self._queue = list(dict.fromkeys(first))
         self.measured: dict[int, float] = {}
         self.best: int | None = None
@@ -141,7 +142,9 @@ class BayesOptPolicy(VfPolicy):
 
     def __init__(self, pci: str, caps: Capabilities) -> None:
         self.pci = pci
-        self.low, self.high = quantize_itr(caps.itr_min), quantize_itr(caps.itr_max)
+        # The host's own NIC: its range and steps (a pro1000 reaches delays the 82599 cannot).
+        self.nic = profile_for_range(caps.itr_min, caps.itr_max)
+        self.low, self.high = self.nic.quantize(caps.itr_min), self.nic.quantize(caps.itr_max)
         self.meter = WindowMeter(max(WINDOW_S, caps.counter_refresh_s))
         self.search: BayesSearch | None = None
         self.probe: int | None = None
@@ -180,7 +183,7 @@ class BayesOptPolicy(VfPolicy):
         return self._start(s) if len(self._moved) >= CHANGE_WINDOWS else None
 
     def _start(self, s: VfSample) -> ItrDecision | None:
-        self.search = BayesSearch(self.low, self.high, s.itr or None)
+        self.search = BayesSearch(self.low, self.high, s.itr or None, self.nic)
         self.searches += 1
         return self._next(s)
 
