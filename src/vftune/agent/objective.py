@@ -3,11 +3,11 @@
 Every objective is defined like the bench's frontier: per VF, the lowest interrupt rate whose
 merit (what its application gets: bits delivered, or response time for request/response) is
 within a margin of the best measured, the guest's adaptive ITR counted as a candidate at the
-rate it ran. CPU follows from the lower rate. The search's plateau rule takes that knee among
+rate it ran. Fewer interrupts cost less CPU. The search's plateau rule takes that knee among
 its probes; against the adaptive ITR a costlier rate must gain more than the margin
 (ItrSearch.cost_margin).
 
-- ``balanced`` (default): margin BALANCED_MARGIN (3%).
+- ``balanced`` (default): margin BALANCED_MARGIN (3%), and throughput's CPU rule (below).
 - ``throughput``: the noise only (TunerOptions.plateau_margin, 0.5%), with the CPU rule: a
   result costing more CPU per Gb than the adaptive ITR must gain at least CPU_WORTH times the
   rise (+10% CPU per Gb must buy +10% throughput, plus the noise margin). On a blind datagram
@@ -90,9 +90,12 @@ class Goal:
         """The search's decision rules under this goal (budget and stop rules from `base`)."""
         if self.objective is Objective.BALANCED:
             # The knee: the lowest rate within the margin of the best measured (the guest's own
-            # adaptive ITR included). CPU follows from the lower rate; no separate CPU rule.
+            # adaptive ITR included), and throughput's CPU rule against the adaptive ITR: on the
+            # development seeds it spent 2% less CPU per Gb for 0.3% of per-VF score
+            # (docs/tuning-history.md, "Tuner v3").
             margin = BALANCED_MARGIN if self.margin is None else self.margin
-            cfg = replace(base, plateau_margin=margin, harm_margin=max(base.harm_margin, margin), cpu_worth=None)
+            cfg = replace(base, plateau_margin=margin, harm_margin=max(base.harm_margin, margin),
+                          cpu_worth=CPU_WORTH if base.cpu_worth is None else base.cpu_worth)
         elif self.objective is Objective.EFFICIENCY:
             # The margin is given up against the best measured rate and against the guest's own
             # adaptive ITR alike: the operator traded that much throughput for fewer interrupts.
