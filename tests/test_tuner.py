@@ -523,38 +523,6 @@ def test_a_class_seen_before_gets_its_setting_back_within_one_window():
     assert "bulk/large/rx" in recall[0][1].reason
 
 
-def test_an_idle_vf_whose_next_load_was_of_another_kind_runs_its_adaptive_itr():
-    """A job that exchanges small messages, streams, then rests: the stream's rate starves the
-    small messages. Once a quiet spell was followed by another kind of load than the one held,
-    the VF runs its guest's adaptive ITR while quiet, so the next round does not start under the
-    stream's rate, and its setting comes back after one window."""
-    load = {"bytes": 300.0, "on": 0.0}
-    shapes = two_loads(load)
-    vf = SyntheticVf(lambda r: load["on"] * shapes(r))
-    tuner = SearchTuner(PCI, caps())
-
-    def phase(on: float, size: float, ticks: int) -> None:
-        load.update(on=on, bytes=size)
-        vf.packet_bytes = size
-        vf.run(tuner, ticks)
-
-    phase(0.0, 300.0, 5)
-    phase(1.0, 300.0, 150)  # small messages first, after the VF's first quiet spell
-    small_itr = tuner.state()["held_itr"]
-    phase(1.0, 1500.0, 150)  # then the stream
-    bulk_itr = tuner.state()["held_itr"]
-    assert tuner.state()["phase"] == "holding" and small_itr < bulk_itr / 2
-    phase(0.0, 1500.0, 10)
-    idle = [d for _, d in vf.decisions if d.cause == "idle"]
-    assert tuner.state()["phase"] == "idle" and vf.itr == 0 and tuner.state()["held_itr"] == 0
-    assert len(idle) == 1 and "left for the adaptive ITR until traffic returns" in idle[0].reason
-    # The next round's first window runs the adaptive ITR, not the stream's rate; then its own.
-    start = vf.t
-    phase(1.0, 300.0, 8)
-    recall = [(t, d) for t, d in vf.decisions if t > start]
-    assert recall and recall[0][1].cause == "recall" and recall[0][0] - start <= 4 and vf.itr == small_itr
-
-
 def test_an_idle_vf_whose_load_comes_back_as_it_went_keeps_its_setting():
     load = {"on": 1.0}
     same = curve(8_000)

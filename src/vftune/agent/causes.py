@@ -30,7 +30,7 @@ class Cause(StrEnum):
     HANDBACK = "handback"  # loads change faster than searching or recalling helps: adaptive ITR
     RESUME = "resume"  # the load calmed down after a handback: tuning again
     ABORT = "abort"  # a probe could not be measured: back to the setting in force before
-    IDLE = "idle"  # the VF went idle: holding, or its adaptive ITR when another load may come
+    IDLE = "idle"  # the VF went idle: its setting stays
     PORT = "port"  # a note on how a window on a saturated port was judged
     REFERENCE = "reference"  # the held load's reference was a burst: taken again, no search
     REMEASURE = "remeasure"  # a probe's window held an idle span beside busy ones: measured again
@@ -82,9 +82,7 @@ _TEMPLATES: dict[Cause, tuple[str, ...]] = {
                      " them: the VF's adaptive ITR for this class"),
     Cause.RESUME: ("load steady for {steady_s} s ({klass})", "; searching {low}..{high}/s", "; {port}"),
     Cause.ABORT: ("{why}; back to {itr}",),
-    Cause.IDLE: ("load fell to {mbps} Mbit/s", ", holding {itr}",
-                 "; {left} left for the adaptive ITR until traffic returns (after the last quiet spell the load"
-                 " came back as {next})"),
+    Cause.IDLE: ("load fell to {mbps} Mbit/s", ", holding {itr}"),
     Cause.REFERENCE: ("rate {change} for {lasted_s} s", " is the load {itr} was measured at in its search",
                       " outlasted the level before it ({ref_s} s)",
                       " returns to a level the hold spent {held_share} of its windows at",
@@ -96,7 +94,7 @@ def _share(value: object) -> str:
     return f"{float(value):.0%}" if isinstance(value, (int, float)) else str(value)
 
 
-_FORMATS: dict[str, Callable[[object], str]] = {"itr": _rate, "seen": _rate, "up": _rate, "left": _rate, "change": _pct,
+_FORMATS: dict[str, Callable[[object], str]] = {"itr": _rate, "seen": _rate, "up": _rate, "change": _pct,
                                                "load": _share, "held_share": _share}
 
 

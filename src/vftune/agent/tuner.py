@@ -10,8 +10,7 @@
 Per VF:
 
     idle --(traffic)--> recall (a remembered class) | probing (an unseen class)
-    holding --(no traffic for a window)--> idle: the held setting stays, unless the load came
-        back as another kind after the last quiet spell: then the VF's own adaptive ITR
+    holding --(no traffic for a window)--> idle: the held setting stays
     probing --(search converged)--> holding; the class's best is remembered
     probing --(the class changed)--> the search is suspended for its class (resumed when the
         class returns) and the new class is recalled, resumed or searched; seen in a probe's
@@ -118,7 +117,6 @@ class TunerOptions:
     max_interval_us: float | None = None
     # Mechanisms with no threshold of their own to switch them off, for the bench's ablation
     # (`vftune bench --ablate`): each True in the product.
-    idle_handback: bool = True  # _idle: a load that came back as another kind gets the adaptive ITR
     burst_reference: bool = True  # _reference_was_a_burst: a change back to the searched load is no change
     blind_check: bool = True  # blind_receiver: a costlier rate must clear the window noise
     host_fit_check: bool = True  # _check_fit: another VF's setting recalled is checked one step up
@@ -282,7 +280,6 @@ class SearchTuner(VfPolicy):
         self._steady_since: float | None = None  # in ADAPTIVE: since when the class held
         self._last_window: Window | None = None
         self._last_search: _Search | None = None
-        self._after_idle: WorkloadClass | None = None  # what the load came back as, last time
 
     @property
     def search(self) -> ItrSearch | None:
@@ -395,9 +392,7 @@ class SearchTuner(VfPolicy):
         if self.phase is Phase.IDLE:
             if w.bps < self.options.min_throughput_bps:
                 return self._starved(s, w) if starved(w) else None
-            klass = classify(w)
-            self._after_idle = klass or self._after_idle
-            return self._new_load(s, w, klass, Cause.START)
+            return self._new_load(s, w, classify(w), Cause.START)
         if self.phase is Phase.ADAPTIVE:
             return self._step_adaptive(s, w)
         if self._recalled is not None:
@@ -430,11 +425,12 @@ class SearchTuner(VfPolicy):
             if event is not None:
                 return event
         if change.kind in ("idle", "starved"):
-            held, self.held_class = self.held_class, None
+            self.held_class = None
             self.phase = Phase.IDLE
             self._recalled = self._unconfirmed = None
             self.meter.start(s.t, 0.0)
-            return self._idle(s, round(change.baseline.bps / 1e6, 2), held)
+            self._note(s.t, Cause.IDLE, mbps=round(change.baseline.bps / 1e6, 2), itr=s.itr)
+            return None
         if change.kind == "reference":
             self.held_class = change.klass or self.held_class
             why: dict[str, object] = ({"held_share": change.seen_share} if change.evidence == "level_seen"
@@ -469,20 +465,6 @@ class SearchTuner(VfPolicy):
         if self.held_class is not None:
             self.memory.forget(self.held_class)
             self.profiles.host.forget(self.held_class)
-
-    def _idle(self, s: VfSample, mbps: float, held: WorkloadClass | None) -> TunerEvent | None:
-        """The VF went idle. A load that comes back as it went finds its setting in force, but
-        when the load came back as another kind after the last quiet spell (a job that
-        computes, exchanges small messages, then streams), the rate held for this one would
-        carry that one's first window, and a jumbo flow's 1000/s starves a ping-pong: the VF
-        then runs its guest's adaptive ITR until traffic returns, and the load is recalled
-        after its first window as from any setting."""
-        nxt = self._after_idle
-        if not self.options.idle_handback or s.itr == 0 or held is None or nxt is None or same_shape(held, nxt):
-            self._note(s.t, Cause.IDLE, mbps=mbps, itr=s.itr)
-            return None
-        self.held_itr = 0
-        return TunerEvent(s.t, Cause.IDLE, {"mbps": mbps, "left": s.itr, "next": str(nxt), "set": 0})
 
     def _reference_was_a_burst(self, change: Change) -> bool:
         """Whether a lasting change of rate only returns to the load the held setting was

@@ -31,8 +31,6 @@ MECHANISMS: tuple[Mechanism, ...] = (
               {"handback_changes": NEVER}),
     Mechanism("unmeasured-handback", "a class whose probes measure nothing gets the adaptive ITR",
               {"handback_unmeasured": NEVER}),
-    Mechanism("idle-handback", "a load back as another kind after idle gets the adaptive ITR",
-              {"idle_handback": False}),
     Mechanism("sibling-watch", "a hold is re-checked when the guest's other VFs' load moves",
               {"sibling_change": float(NEVER)}),
     Mechanism("port-freed-watch", "a hold taken on a saturated port is re-checked when the port frees",
