@@ -37,7 +37,7 @@ from dataclasses import dataclass, field, fields, replace
 from enum import StrEnum
 
 from vftune.agent.causes import Cause, TunerEvent
-from vftune.agent.change import Change, ChangeDetector, rel_change, same_shape
+from vftune.agent.change import Change, ChangeDetector, same_shape
 from vftune.agent.itr_search import ItrSearch, SearchConfig, bracket_from_capabilities
 from vftune.agent.memory import ClassMemory, HostProfiles, Profile, WorkloadClass, classify
 from vftune.agent.objective import BLIND_NOISE_Z, Goal, Objective
@@ -117,7 +117,6 @@ class TunerOptions:
     max_interval_us: float | None = None
     # Mechanisms with no threshold of their own to switch them off, for the bench's ablation
     # (`vftune bench --ablate`): each True in the product.
-    burst_reference: bool = True  # _reference_was_a_burst: a change back to the searched load is no change
     blind_check: bool = True  # blind_receiver: a costlier rate must clear the window noise
     host_fit_check: bool = True  # _check_fit: another VF's setting recalled is checked one step up
 
@@ -439,11 +438,6 @@ class SearchTuner(VfPolicy):
                        mbps=round(change.baseline.bps / 1e6), **why)
             return None
         if change.kind == "rate":
-            if self.options.burst_reference and self._reference_was_a_burst(change):
-                self.changes.reset(self.held_class)
-                self._note(s.t, Cause.REFERENCE, change=change.rate_change, lasted_s=round(change.lasted_s),
-                           itr=s.itr, mbps=round(change.baseline.bps / 1e6))
-                return None
             return self._begin(s, Cause.RESTART_LOAD, warm=False, baseline=change.baseline, klass=change.klass,
                                what=f"rate {change.rate_change:+.0%} for {change.lasted_s:.0f} s")
         return self._new_load(s, change.baseline, change.klass, Cause.RESTART_LOAD)
@@ -465,14 +459,6 @@ class SearchTuner(VfPolicy):
         if self.held_class is not None:
             self.memory.forget(self.held_class)
             self.profiles.host.forget(self.held_class)
-
-    def _reference_was_a_burst(self, change: Change) -> bool:
-        """Whether a lasting change of rate only returns to the load the held setting was
-        measured at in its search: the reference windows, taken right after it, fell in a burst."""
-        known = self.memory.nearest(self.held_class) if self.held_class is not None else None
-        if known is None or not same_itr(known[1].itr, self.held_itr or 0) or known[1].bps <= 0:
-            return False
-        return rel_change(change.baseline.app_bps, known[1].bps) <= self.options.load_change / 2
 
     def _new_load(self, s: VfSample, w: Window, klass: WorkloadClass | None, cause: Cause) -> TunerEvent | None:
         """The load is of another class, seen in window `w` (while idle or holding, or under a

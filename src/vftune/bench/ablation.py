@@ -40,7 +40,6 @@ MECHANISMS: tuple[Mechanism, ...] = (
               {"confirm_margin": 1.0}),
     Mechanism("worse-recall", "a recalled setting measuring far below its memory is checked",
               {"worse_margin": 1.0}),
-    Mechanism("burst-reference", "a change back to the searched load is not a change", {"burst_reference": False}),
     Mechanism("blind-receiver", "a costlier rate on a blind datagram receiver must clear the noise",
               {"blind_check": False}),
     Mechanism("remeasure", "a probe window with idle spans inside is measured again", {"max_remeasures": 0}),
