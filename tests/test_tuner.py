@@ -948,31 +948,6 @@ def test_a_result_that_holds_what_its_search_measured_is_not_searched_again(seed
     assert tuner.state()["phase"] == "holding"
 
 
-def _held_rates(f: Callable[[float], float], noise: float, acked: bool) -> list[int]:
-    held = []
-    for seed in range(10):
-        vf = SyntheticVf(f, noise=noise, seed=seed, acked=acked)
-        tuner = SearchTuner(PCI, caps())
-        vf.run(tuner, 120)
-        held.append(tuner.state()["held_itr"])
-    return held
-
-
-def test_a_blind_datagram_receiver_keeps_its_adaptive_itr_against_gains_inside_its_noise():
-    # A UDP receiver without a guest agent: the host sees its ring, not its sockets. On a flat
-    # load with 8% window noise the search's best window is luck, and more interrupts for it
-    # may be CPU its application needed. A TCP receiver (it acknowledges) is judged as before.
-    blind = _held_rates(lambda r: 2e9, 0.08, acked=False)
-    acked = _held_rates(lambda r: 2e9, 0.08, acked=True)
-    assert sum(r > ADAPTIVE_RATE for r in blind) <= 2
-    assert sum(r > ADAPTIVE_RATE for r in acked) >= 4
-    # A gain far outside the noise is taken by both.
-    for acked_receiver in (False, True):
-        held = _held_rates(curve(150_000), 0.03, acked=acked_receiver)
-        assert all(abs(math.log(r / 150_000)) < math.log(1.3) for r in held)
-
-
-
 def _alternating(bulk_ticks: int, small_ticks: int, options: dict[str, object] | None = None,
                  ticks: int = 90) -> SearchTuner:
     """Bulk (1500-byte) and small (300-byte) packets in turn, for these many 1-s windows each."""

@@ -23,8 +23,7 @@ Per VF:
 
 Every search measures the guest's adaptive ITR first when it starts from it (cold): the result
 must beat it (do no harm) and, under the throughput objective, must not cost more CPU per Gb
-unless its gain pays for it (objective.py documents the rule). On a blind datagram receiver
-(blind_receiver) a costlier result must also clear the search's own window noise.
+unless its gain pays for it (objective.py documents the rule).
 
 Decisions carry a Cause and structured fields (causes.py); their text is rendered from them.
 Pure logic: the agent supplies samples and applies decisions.
@@ -40,7 +39,7 @@ from vftune.agent.causes import Cause, TunerEvent
 from vftune.agent.change import Change, ChangeDetector, same_shape
 from vftune.agent.itr_search import ItrSearch, SearchConfig, bracket_from_capabilities
 from vftune.agent.memory import ClassMemory, HostProfiles, Profile, WorkloadClass, classify
-from vftune.agent.objective import BLIND_NOISE_Z, Goal, Objective
+from vftune.agent.objective import Goal
 from vftune.agent.policy import VfPolicy
 from vftune.agent.port import PortFreedWatch, PortJudge
 from vftune.agent.restart import RestartClock
@@ -117,7 +116,6 @@ class TunerOptions:
     max_interval_us: float | None = None
     # Mechanisms with no threshold of their own to switch them off, for the bench's ablation
     # (`vftune bench --ablate`): each True in the product.
-    blind_check: bool = True  # blind_receiver: a costlier rate must clear the window noise
     host_fit_check: bool = True  # _check_fit: another VF's setting recalled is checked one step up
 
     def __post_init__(self) -> None:
@@ -164,21 +162,6 @@ class Convergence:
     started: float | None
     probes: int
     best: int
-
-
-# Return packets below this share of the received ones: datagrams, nothing acknowledged.
-BLIND_RETURN_SHARE = 0.02
-
-
-def blind_receiver(w: Window) -> bool:
-    """A datagram receiver whose socket drops the host cannot see: no return traffic (a TCP
-    receiver acknowledges, and its sender slows to what the application reads) and no guest
-    agent's counts. Its ring counters rise with any rate that takes more off the ring, also
-    when the interrupts that does it leave the application less CPU than it needs, and a
-    burst that lifted one window looks the same: a costlier rate must clear the search's own
-    noise before it is kept (SearchConfig.noise_z)."""
-    return (w.dropped_bits is None and w.rx_packets > 0
-            and w.tx_packets < BLIND_RETURN_SHARE * w.rx_packets)
 
 
 class Phase(StrEnum):
@@ -900,9 +883,6 @@ class SearchTuner(VfPolicy):
             # A tie goes to the shorter delay only where the VF answers: a receive-heavy load at
             # more interrupts than it needs risks livelock its ring counters do not show.
             config = replace(config, ties_up=False)
-        if (self.goal.objective is Objective.THROUGHPUT and o.blind_check and baseline is not None
-                and blind_receiver(baseline)):
-            config = replace(config, noise_z=BLIND_NOISE_Z)
         search = ItrSearch(
             low, high, config=config, incumbent=incumbent,
             incumbent_throughput=incumbent_bps,

@@ -40,8 +40,6 @@ MECHANISMS: tuple[Mechanism, ...] = (
               {"confirm_margin": 1.0}),
     Mechanism("worse-recall", "a recalled setting measuring far below its memory is checked",
               {"worse_margin": 1.0}),
-    Mechanism("blind-receiver", "a costlier rate on a blind datagram receiver must clear the noise",
-              {"blind_check": False}),
     Mechanism("remeasure", "a probe window with idle spans inside is measured again", {"max_remeasures": 0}),
     Mechanism("load-change-restart", "a lasting change of rate restarts the search", {"load_change": float(NEVER)}),
     Mechanism("periodic-restart", "the restart every N interrupts or M seconds (the mission's)",
