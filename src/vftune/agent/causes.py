@@ -25,7 +25,6 @@ class Cause(StrEnum):
     RESTART_WORSE = "restart-worse"  # a remembered setting measured worse than remembered
     RESTART_STARVED = "restart-starved"  # interrupts but no traffic under a set rate: livelock
     RESTART_UNCONFIRMED = "restart-unconfirmed"  # a result held below its search's figure: searched again
-    RESTART_MISFIT = "restart-misfit"  # another VF's setting for the class holds this VF down: its own search
     RECALL = "recall"  # a known workload class: its remembered setting, within one window
     HANDBACK = "handback"  # loads change faster than searching or recalling helps: adaptive ITR
     RESUME = "resume"  # the load calmed down after a handback: tuning again
@@ -47,7 +46,7 @@ class Cause(StrEnum):
     @property
     def restart(self) -> bool:
         return self in (Cause.START, Cause.RESTART_PERIODIC, Cause.RESTART_LOAD, Cause.RESTART_IN_SEARCH,
-                        Cause.RESTART_WORSE, Cause.RESTART_STARVED, Cause.RESTART_UNCONFIRMED, Cause.RESTART_MISFIT,
+                        Cause.RESTART_WORSE, Cause.RESTART_STARVED, Cause.RESTART_UNCONFIRMED,
                         Cause.RESUME)
 
 
@@ -74,8 +73,6 @@ _TEMPLATES: dict[Cause, tuple[str, ...]] = {
                             " ring (receive livelock)", "; searching {low}..{high}/s", "; {port}"),
     Cause.RESTART_UNCONFIRMED: ("{itr} held at {mbps} Mbit/s, {change} against its search's"
                                 " figure: the search measured another load", "; searching {low}..{high}/s", "; {port}"),
-    Cause.RESTART_MISFIT: ("{klass}: the host's {itr} (another VF's) holds this VF down, {up} gains {change}",
-                           "; searching {low}..{high}/s", "; {port}"),
     Cause.RECALL: ("{klass}: remembered {itr} ({source})",),
     Cause.HANDBACK: ("{changes} load changes in {span_s} s (one every {dwell_s} s): the VF's adaptive ITR",
                      "{klass}: {unmeasured} windows in a row of its search saw the load change or stop inside"
@@ -93,7 +90,7 @@ def _share(value: object) -> str:
     return f"{float(value):.0%}" if isinstance(value, (int, float)) else str(value)
 
 
-_FORMATS: dict[str, Callable[[object], str]] = {"itr": _rate, "seen": _rate, "up": _rate, "change": _pct,
+_FORMATS: dict[str, Callable[[object], str]] = {"itr": _rate, "seen": _rate, "change": _pct,
                                                "load": _share, "held_share": _share}
 
 

@@ -45,7 +45,7 @@ from vftune.agent.port import PortFreedWatch, PortJudge
 from vftune.agent.restart import RestartClock
 from vftune.agent.siblings import SiblingWatch
 from vftune.agent.window import Window, WindowMeter, joined, starved
-from vftune.itr import itr_label, quantize_itr, same_itr
+from vftune.itr import quantize_itr, same_itr
 from vftune.model import Capabilities, ItrDecision, VfSample
 
 __all__ = ["Convergence", "Phase", "SearchTuner", "TunerOptions", "Window", "WindowMeter"]
@@ -116,7 +116,6 @@ class TunerOptions:
     max_interval_us: float | None = None
     # Mechanisms with no threshold of their own to switch them off, for the bench's ablation
     # (`vftune bench --ablate`): each True in the product.
-    host_fit_check: bool = True  # _check_fit: another VF's setting recalled is checked one step up
 
     def __post_init__(self) -> None:
         positive = ("window_s", "adaptive_windows", "tolerance", "warm_span", "restart_s", "handback_windows", "max_interval_us",
@@ -179,7 +178,6 @@ class _Search:
     klass: WorkloadClass | None
     started: float
     confirming: bool = False  # a search again of a result that did not hold: its own is not checked
-    own: bool = False  # a search of a class whose host setting does not fit this VF: its result stays its own
     capped: int = 0  # windows credited with the VF's port share only
     judged: int = 0
     # Each probed rate's class as last measured: the load's class at the chosen rate is what
@@ -190,8 +188,7 @@ class _Search:
 # Restart causes as the benchmark counts them.
 _RESTART_KEYS = {Cause.RESTART_PERIODIC: "periodic", Cause.RESTART_LOAD: "load",
                  Cause.RESTART_IN_SEARCH: "in_search", Cause.RESTART_WORSE: "worse",
-                 Cause.RESTART_STARVED: "starved", Cause.RESTART_UNCONFIRMED: "unconfirmed",
-                 Cause.RESTART_MISFIT: "misfit"}
+                 Cause.RESTART_STARVED: "starved", Cause.RESTART_UNCONFIRMED: "unconfirmed"}
 
 
 class SearchTuner(VfPolicy):
@@ -249,13 +246,6 @@ class SearchTuner(VfPolicy):
         self._recalled: Profile | None = None  # the profile in force after a recall, until verified
         self._recall_window: Window | None = None  # the recalled setting's window, while adaptive is measured
         self._check_margin = o.margin  # what the adaptive ITR must gain over that window to search again
-        self._recall_source = ""  # whose setting the recall is: "this VF", "host"
-        # A host-recalled setting's window, the higher rate it is checked against and that
-        # rate's window once measured, until the setting's second window is in.
-        self._fit_probe: tuple[Window, int, Window | None] | None = None
-        # The host's setting per class this VF last checked, and whether it fits (False: holds
-        # it down). One per class: a setting the host replaces is checked again.
-        self._host_fit: dict[WorkloadClass, tuple[int, bool]] = {}
         # A result, its search's figure and the held windows so far below it, until it holds.
         self._unconfirmed: tuple[int, float, int] | None = None
         self._load_changes: list[float] = []  # times the load changed class (acted on)
@@ -360,7 +350,7 @@ class SearchTuner(VfPolicy):
             return (*mine, "this VF")
         if self.options.host_memory:
             shared = self.profiles.host.nearest(klass)
-            if shared is not None and self._host_fit.get(shared[0]) != (shared[1].itr, False):
+            if shared is not None:
                 return (*shared, "host")
         return None
 
@@ -379,7 +369,7 @@ class SearchTuner(VfPolicy):
             return self._step_adaptive(s, w)
         if self._recalled is not None:
             checked = self._check_recall(s, w)
-            if checked is not None or self._recall_window is not None or self._fit_probe is not None:
+            if checked is not None or self._recall_window is not None:
                 return checked
         if self._unconfirmed is not None:
             checked = self._check_result(s, w)
@@ -545,8 +535,6 @@ class SearchTuner(VfPolicy):
         self.probe_itr = None
         self._recalled = profile
         self._recall_window = None
-        self._recall_source = source
-        self._fit_probe = None
         self._unconfirmed = None
         self.changes.reset(klass)
         self._watch_hold()
@@ -564,19 +552,17 @@ class SearchTuner(VfPolicy):
         one window of the VF's adaptive ITR at the same load tells them apart. If the adaptive
         ITR beats the remembered setting by more than the noise margin, the setting measures
         worse: it is forgotten and the class searched again; otherwise it is put back and its
-        remembered throughput follows the load. A setting another VF found (the host's memory)
-        is then checked for this VF (_check_fit)."""
+        remembered throughput follows the load."""
         profile = self._recalled
         assert profile is not None
         if w.bps < self.options.min_throughput_bps:
             return None
-        if self._fit_probe is not None:
-            return self._judge_fit(s, w, profile)
         # A profile remembers what its setting delivered (the search's measure: what reached the
         # applications), so that is what a window is compared with.
         if self._recall_window is None:
             if w.app_bps >= profile.bps * (1.0 - self.options.worse_margin):
-                return self._check_fit(s, w, profile, None)  # as good as remembered
+                self._recalled = None  # as good as remembered
+                return None
             if profile.itr == 0:
                 self._recalled = None
                 profile.bps = w.app_bps
@@ -594,7 +580,10 @@ class SearchTuner(VfPolicy):
             return self._begin(s, Cause.RESTART_WORSE, warm=False, baseline=w, klass=klass, klass_name=str(klass),
                                itr=profile.itr, change=recalled.app_bps / w.app_bps - 1.0)
         profile.bps = recalled.app_bps
-        return self._check_fit(s, recalled, profile, "kept: the adaptive ITR does no better")
+        self._recalled = None
+        self.meter.start(s.t, self.options.settle_s)
+        return TunerEvent(s.t, Cause.RECALL, {"klass": str(self.held_class), "itr": profile.itr,
+                                              "source": "kept: the adaptive ITR does no better", "set": profile.itr})
 
     def _check_context(self, s: VfSample, w: Window, why: str) -> TunerEvent | None:
         """What the held rate was searched for moved while the VF's own load did not: the
@@ -612,42 +601,11 @@ class SearchTuner(VfPolicy):
         self._recalled = mine if mine is not None and same_itr(mine.itr, itr) else Profile(itr, w.app_bps, None, s.t)
         self._recall_window = w
         # One window each, a second apart, on a load whose neighbours just moved: the adaptive
-        # ITR must beat the held rate by more than such windows move (the fit check's margin).
+        # ITR must beat the held rate by more than such windows move.
         self._check_margin = self.options.confirm_margin
-        self._recall_source = "this VF"
-        self._fit_probe = None
         self.meter.start(s.t, self.options.settle_s)
         return TunerEvent(s.t, Cause.PROBE, {"n": 1, "of": 1, "itr": 0, "set": 0,
                                              "role": f"checking the held setting: {why}"})
-
-    def _check_fit(self, s: VfSample, recalled: Window, profile: Profile, kept: str | None) -> TunerEvent | None:
-        """A recalled setting that held up: when another VF found it (the host's memory), a
-        window at warm_span^2 times its rate and one more at the setting tell whether it fits
-        this VF too. A class says what a load looks like on the counters, not how it answers the
-        rate: a window-limited flow and an autotuned one are both bulk, a 2-deep and a 32-deep
-        ping-pong both rr, and the rate that is the plateau's edge for one holds the other down.
-        Only a higher rate is tried: a lower one is the CPU rule's saving, which the finder's
-        search already looked for. Under the adaptive ITR the rate it ran is the base (when the
-        host sees it). Not on a saturated port whose share the VF takes: more interrupts there
-        can only take from its neighbours (PortJudge), so no search of it looks higher either.
-        `kept` is the recall's note when the adaptive ITR was measured in between (the setting
-        is then put back)."""
-        base = profile.itr if profile.itr > 0 else recalled.interrupt_rate or 0.0
-        up = quantize_itr(base * self.options.warm_span ** 2) if base > 0 else 0
-        klass = self.held_class
-        if (not self.options.host_fit_check or self._recall_source != "host"
-                or not 0 < base < up <= self.full_bracket[1] or klass is None
-                or self._host_fit.get(klass, (None, False))[0] == profile.itr or self._confined(recalled)):
-            self._recalled = None
-            if kept is None:
-                return None
-            self.meter.start(s.t, self.options.settle_s)
-            return TunerEvent(s.t, Cause.RECALL, {"klass": str(klass), "itr": profile.itr,
-                                                  "source": kept, "set": profile.itr})
-        self._fit_probe = (recalled, up, None)
-        self.meter.start(s.t, self.options.settle_s)
-        return TunerEvent(s.t, Cause.PROBE, {"n": 1, "of": 2, "itr": up,
-                                             "role": "does the host's setting fit this VF?", "set": up})
 
     def _watch_hold(self) -> None:
         """A hold begins (or its context was just checked): what it began with is the level."""
@@ -658,48 +616,6 @@ class SearchTuner(VfPolicy):
         """On a saturated port and taking its share of it (PortJudge)."""
         verdict = self.port.judge(w)
         return verdict.saturated and verdict.takes_share
-
-    def _judge_fit(self, s: VfSample, w: Window, profile: Profile) -> TunerEvent | None:
-        """The higher rate's window against both windows at the host's setting, before and
-        after it (a load that moves under the check moves both): a gain over the better of them
-        beyond confirm_margin (more than loads move between windows a second apart) that the
-        objective's CPU rule would pay for says the setting holds this VF down, and this VF's
-        own search starts, from the host's setting (its better window: the incumbent) upwards;
-        its result stays this VF's (the finder's setting is right for the finder), and the
-        host's setting is not recalled for it again (a search cut short resumes). Otherwise
-        the setting stays, and is not checked again for this VF while the host keeps it, unless
-        the port filled meanwhile (a gain could not show): then the next recall checks again."""
-        assert self._fit_probe is not None
-        recalled, up, higher = self._fit_probe
-        if higher is None:
-            if not same_itr(w.itr, up):
-                return None  # not at the higher rate yet
-            self._fit_probe = (recalled, up, w)
-            self.meter.start(s.t, self.options.settle_s)
-            return TunerEvent(s.t, Cause.PROBE, {"n": 2, "of": 2, "itr": profile.itr,
-                                                 "role": "the host's setting again", "set": profile.itr})
-        if not same_itr(w.itr, profile.itr):
-            return None
-        self._fit_probe = self._recalled = None
-        klass = self.held_class
-        best = max(recalled, w, key=lambda x: x.app_bps)
-        gain = higher.app_bps / best.app_bps - 1.0 if best.app_bps > 0 else math.inf
-        before, after = (best.cpu_per_bit(self.options.host_irq_cost_s),
-                         higher.cpu_per_bit(self.options.host_irq_cost_s))
-        rise = after / before - 1.0 if before and after is not None else 0.0
-        worth = self.search_config.cpu_worth
-        pays = worth is None or rise <= 0.0 or gain >= worth * rise
-        if gain > self.options.confirm_margin and pays and klass is not None:
-            self._host_fit[klass] = (profile.itr, False)  # not recalled again: its own search resumes
-            event = self._begin(s, Cause.RESTART_MISFIT, warm=False, baseline=best, klass=klass,
-                                floor=profile.itr, klass_name=str(klass), itr=profile.itr, up=up, change=gain)
-            if self.active is not None:
-                self.active.own = True
-            return event
-        if klass is not None and not (self._confined(higher) or self._confined(w)):
-            self._host_fit[klass] = (profile.itr, True)
-        return TunerEvent(s.t, Cause.RECALL, {"klass": str(klass), "itr": profile.itr,
-                                              "source": f"kept for this VF: {itr_label(up)} gains {gain:+.0%}"})
 
     def _check_result(self, s: VfSample, w: Window) -> TunerEvent | None:
         """The first windows held at a search's result: do they deliver what the search credited
@@ -848,9 +764,8 @@ class SearchTuner(VfPolicy):
                                               {"what": f"load back to {suspended.klass}: search resumed"}))
 
     def _begin(self, s: VfSample, cause: Cause, warm: bool, baseline: Window | None,
-               klass: WorkloadClass | None, floor: int | None = None, **values: object) -> TunerEvent | None:
-        """Start a search. `floor`: a setting measured in `baseline` that holds the VF down (a
-        host setting that does not fit it): the incumbent, and the search looks only above it."""
+               klass: WorkloadClass | None, **values: object) -> TunerEvent | None:
+        """Start a search."""
         o = self.options
         low, high = self.full_bracket
         # A warm restart brackets the rate in force; under the adaptive ITR (0) that is the
@@ -858,7 +773,7 @@ class SearchTuner(VfPolicy):
         # the adaptive ITR: a rate in force then is another load's (a probe of the search the
         # load left, or the setting held for it), no centre for this one.
         adaptive_rate = baseline.interrupt_rate if baseline is not None and baseline.itr == 0 else None
-        centre = None if floor is not None else s.itr if warm and s.itr > 0 else adaptive_rate
+        centre = s.itr if warm and s.itr > 0 else adaptive_rate
         verdict = self.port.judge(baseline) if baseline is not None else None
         confined = verdict is not None and verdict.takes_share
         if centre and (confined or warm):
@@ -872,10 +787,8 @@ class SearchTuner(VfPolicy):
                 low, high = self.full_bracket
         # A cold search measures the guest's own adaptive ITR first (do no harm; the CPU rule),
         # in a window of its own: the window that showed the new load straddles the change.
-        incumbent = floor if floor is not None else s.itr if warm else 0
-        if floor is not None:
-            low = max(low, floor)
-        same = (warm or floor is not None) and baseline is not None and same_itr(baseline.itr, incumbent) and (
+        incumbent = s.itr if warm else 0
+        same = warm and baseline is not None and same_itr(baseline.itr, incumbent) and (
             baseline.bps > 0)
         incumbent_bps = verdict.credited_bps if same and verdict is not None else None
         config = self.search_config
@@ -952,7 +865,7 @@ class SearchTuner(VfPolicy):
             if measured:
                 profile = Profile(best, measured, search.cpu_per_bit(best), s.t)
                 self.memory.remember(klass, profile)
-                if self.options.host_memory and not self.active.own:
+                if self.options.host_memory:
                     self.profiles.host.remember(klass, replace(profile))
         figure = search.score(best) if best in search.scores() else None
         self._unconfirmed = (best, figure, 0) if best > 0 and figure and not self.active.confirming else None

@@ -26,7 +26,6 @@ class Mechanism:
 
 MECHANISMS: tuple[Mechanism, ...] = (
     Mechanism("host-memory", "a VF's unseen class starts from another VF's setting for it", {"host_memory": False}),
-    Mechanism("host-fit-check", "another VF's recalled setting is checked one step up", {"host_fit_check": False}),
     Mechanism("flapping-handback", "loads that change faster than a search get the adaptive ITR",
               {"handback_changes": NEVER}),
     Mechanism("unmeasured-handback", "a class whose probes measure nothing gets the adaptive ITR",

@@ -494,10 +494,8 @@ def tuner_figures(made: dict[str, Recording], segments: list[tuple[float, float]
         "search_probes_phase": max(phase_probes) if phase_probes else None,
         "restarts_periodic": restarts.get("periodic", 0),
         # Every change a load change asked for: searches (a held rate that came to livelock the
-        # guest's included, and a recalled host setting's that did not fit), recalls of a
-        # remembered class, handbacks.
-        "restarts_load": sum(restarts.get(k, 0) for k in ("load", "worse", "misfit", "starved", "recall",
-                                                          "handback")),
+        # guest's included), recalls of a remembered class, handbacks.
+        "restarts_load": sum(restarts.get(k, 0) for k in ("load", "worse", "starved", "recall", "handback")),
         "restarts_in_search": restarts.get("in_search", 0),
         # Results searched again because they held below what their search measured (a burst).
         "restarts_unconfirmed": restarts.get("unconfirmed", 0),
