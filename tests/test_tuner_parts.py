@@ -26,7 +26,6 @@ from vftune.agent.memory import (
 from vftune.agent.objective import Goal, Objective
 from vftune.agent.port import PortFreedWatch, PortJudge
 from vftune.agent.restart import RestartClock
-from vftune.agent.siblings import SiblingWatch
 from vftune.agent.window import MedianPool, Window, WindowMeter, joined, median_window, starved
 from vftune.itr import ITR_MAX_RATE, ITR_MIN_RATE
 from vftune.model import VfSample
@@ -597,27 +596,6 @@ def test_slices_taken_apart_in_time_join_into_one_window_of_their_sums():
     assert (w.end, w.duration) == (18.0, pytest.approx(1.5))
     assert w.bps == pytest.approx(4e9 / 1.5) and w.interrupt_rate == pytest.approx(13000 / 1.5)
     assert w.rx_bits == pytest.approx(3.6e9) and w.cpu_s is None and w.lowest_part_bps == pytest.approx(1.9e9)
-
-
-def _held(watch: SiblingWatch, others_bps: list[float | None], own_bps: float = 1e9) -> list[bool]:
-    """Half-second windows of a VF at own_bps whose guest's other VFs carry others_bps."""
-    return [watch.observe(Window(i * 0.5, i * 0.5 + 0.5, own_bps * 0.5, 1e4, 100, 8000,
-                                 guest_bits=None if o is None else (own_bps + o) * 0.5))
-            for i, o in enumerate(others_bps)]
-
-
-def test_the_guests_other_vfs_moving_for_ten_seconds_is_a_move_of_its_load():
-    quiet = _held(SiblingWatch(), [2e9] * 3 + [0.0] * 20)
-    assert quiet.index(True) == 3 + 19  # the 20th half-second window away from the level
-    burst = _held(SiblingWatch(), [2e9] * 3 + [6e9] * 8 + [2e9] * 4 + [6e9] * 8)  # 4-s bursts
-    assert not any(burst)
-
-
-def test_a_neighbour_near_idle_or_no_neighbour_at_all_is_no_move():
-    assert not any(_held(SiblingWatch(), [1e6] * 3 + [5e6] * 40))  # housekeeping, under the floor
-    assert not any(_held(SiblingWatch(), [None] * 40))  # the guest's only VF
-    with pytest.raises(ValueError, match="factor 1.0 must be > 1"):
-        SiblingWatch(factor=1.0)
 
 
 def test_interrupts_without_traffic_read_as_starved_not_idle():

@@ -43,7 +43,6 @@ from vftune.agent.objective import Goal
 from vftune.agent.policy import VfPolicy
 from vftune.agent.port import PortFreedWatch, PortJudge
 from vftune.agent.restart import RestartClock
-from vftune.agent.siblings import SiblingWatch
 from vftune.agent.window import Window, WindowMeter, joined, starved
 from vftune.itr import quantize_itr, same_itr
 from vftune.model import Capabilities, ItrDecision, VfSample
@@ -96,10 +95,6 @@ class TunerOptions:
     # ITR as its setting, so the VF stops searching it while its other classes are tuned.
     handback_unmeasured: int = 4
     resume_s: float = 60.0  # after a handback: steady this long before tuning again
-    # A held setting is checked against one window of the adaptive ITR when the load of the
-    # guest's other VFs (which share its vCPUs) moves this many times, either way, for this long.
-    sibling_change: float = 2.0
-    sibling_change_s: float = 10.0
     port_saturation: float = 0.98  # a port loaded to this share of its line rate is saturated ...
     port_memory_s: float = 60.0  # ... and stays so this long after a window found it so
     port_gain: float = 0.01  # a VF taking its share must raise the port's total by this much
@@ -119,7 +114,7 @@ class TunerOptions:
 
     def __post_init__(self) -> None:
         positive = ("window_s", "adaptive_windows", "tolerance", "warm_span", "restart_s", "handback_windows", "max_interval_us",
-                    "sibling_change_s", "port_freed_s")
+                    "port_freed_s")
         for f in fields(self):
             value = getattr(self, f.name)
             if isinstance(value, bool) or value is None:
@@ -132,9 +127,8 @@ class TunerOptions:
                      "max_probes", "reference_windows", "handback_changes", "handback_unmeasured", "confirm_windows"):
             if getattr(self, name) < 1:
                 raise ValueError(f"tuner option {name} must be >= 1, got {getattr(self, name)!r}")
-        for name in ("warm_span", "sibling_change"):
-            if getattr(self, name) <= 1:
-                raise ValueError(f"tuner option {name} must be > 1, got {getattr(self, name)!r}")
+        if self.warm_span <= 1:
+            raise ValueError(f"tuner option warm_span must be > 1, got {self.warm_span!r}")
 
     @classmethod
     def from_mapping(cls, values: dict[str, object] | None) -> TunerOptions:
@@ -217,7 +211,6 @@ class SearchTuner(VfPolicy):
         self.changes = ChangeDetector(o.min_throughput_bps, o.load_change, o.load_change_s, o.change_windows,
                                       o.reference_windows)
         self.port = PortJudge(o.port_saturation, o.port_memory_s, o.port_gain, o.margin)
-        self.siblings = SiblingWatch(o.sibling_change, o.sibling_change_s, reference_windows=o.reference_windows)
         self.port_freed = PortFreedWatch(o.port_saturation, o.port_freed_s, o.reference_windows)
         self.clock = RestartClock(pci, o.restart_interrupts, o.restart_s, o.restart_jitter)
         self.profiles = profiles or HostProfiles()
@@ -373,10 +366,6 @@ class SearchTuner(VfPolicy):
                 return checked
         if self._unconfirmed is not None:
             checked = self._check_result(s, w)
-            if checked is not None:
-                return checked
-        if self.siblings.observe(w):
-            checked = self._check_context(s, w, "the guest's other VFs changed load")
             if checked is not None:
                 return checked
         if self.port_freed.observe(w, self.port_freed.referencing and self._confined(w)):
@@ -586,10 +575,9 @@ class SearchTuner(VfPolicy):
                                               "source": "kept: the adaptive ITR does no better", "set": profile.itr})
 
     def _check_context(self, s: VfSample, w: Window, why: str) -> TunerEvent | None:
-        """What the held rate was searched for moved while the VF's own load did not: the
-        guest's other VFs changed load for sibling_change_s (SiblingWatch: the CPU the guest has
-        left for this VF), or a saturated port whose share the VF took when the hold began has
-        been below its line rate for port_freed_s (PortFreedWatch: the share it was held to).
+        """What the held rate was searched for moved while the VF's own load did not: a
+        saturated port whose share the VF took when the hold began has been below its line rate
+        for port_freed_s (PortFreedWatch: the share it was held to).
         One window of the adaptive ITR beside the held one tells whether it still does as well;
         the recall's check (_check_recall) then searches the class again or puts the setting
         back. Not for the adaptive ITR itself, nor on a saturated port whose share the VF takes."""
@@ -609,7 +597,6 @@ class SearchTuner(VfPolicy):
 
     def _watch_hold(self) -> None:
         """A hold begins (or its context was just checked): what it began with is the level."""
-        self.siblings.reset()
         self.port_freed.reset()
 
     def _confined(self, w: Window) -> bool:
