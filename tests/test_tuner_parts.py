@@ -24,7 +24,7 @@ from vftune.agent.memory import (
     classify,
 )
 from vftune.agent.objective import Goal, Objective
-from vftune.agent.port import PortFreedWatch, PortJudge
+from vftune.agent.port import PortJudge
 from vftune.agent.restart import RestartClock
 from vftune.agent.window import MedianPool, Window, WindowMeter, joined, median_window, starved
 from vftune.itr import ITR_MAX_RATE, ITR_MIN_RATE
@@ -366,43 +366,6 @@ def test_a_burst_that_filled_the_port_does_not_hold_a_vf_to_its_share_after_it_e
         judge.observe(after)
         assert not judge.judge(after).saturated
         assert judge.judge(after).credited_bps == pytest.approx(3e9)
-
-
-def _freed(watch: PortFreedWatch, loads: list[float | None], confined: bool = True) -> list[bool]:
-    """Half-second held windows of a VF on a port loaded to `loads` of its line rate; `confined`:
-    PortJudge finds it taking its share whenever the port is saturated."""
-    return [watch.observe(window(i * 0.5, 1e9, duration=0.5) if load is None else
-                          window(i * 0.5, 1e9, duration=0.5, port_bps=load * 9.9e9, capacity_bps=9.9e9,
-                                 share_bps=2.5e9), confined and load is not None and load >= 0.98)
-            for i, load in enumerate(loads)]
-
-
-def test_a_port_below_its_line_rate_for_fifteen_seconds_after_a_saturated_start_is_freed():
-    freed = _freed(PortFreedWatch(lasting_s=15.0), [1.0] * 3 + [0.6] * 40)
-    assert freed.index(True) == 3 + 29  # the 30th half-second window below the line rate
-    # A neighbour's cold search leaves room for a few seconds at a time: never 15 s in a row.
-    searching = _freed(PortFreedWatch(lasting_s=15.0), [1.0] * 3 + ([0.6] * 20 + [1.0]) * 4)
-    assert not any(searching)
-
-
-def test_a_hold_that_began_on_a_free_port_or_below_its_share_or_unseen_is_never_freed():
-    assert not any(_freed(PortFreedWatch(), [0.6] * 3 + [1.0] * 10 + [0.5] * 60))
-    # A small VF on a saturated port is judged on its own throughput: the port did not bind it.
-    assert not any(_freed(PortFreedWatch(), [1.0] * 3 + [0.5] * 60, confined=False))
-    assert not any(_freed(PortFreedWatch(), [None] * 60))
-    with pytest.raises(ValueError, match="lasting_s 0 > 0"):
-        PortFreedWatch(lasting_s=0)
-
-
-def test_a_port_judge_told_to_forget_judges_the_port_on_the_windows_to_come():
-    judge = _judge_after_a_full_port(30)
-    free = _port_window(30, 6e9)
-    judge.observe(free)
-    assert judge.judge(free).saturated  # saturated for most of the last minute
-    judge.forget()
-    judge.observe(free)
-    assert not judge.judge(free).saturated
-    assert judge.judge(free).credited_bps == pytest.approx(3e9)
 
 
 # ---- restart clock --------------------------------------------------------------------------

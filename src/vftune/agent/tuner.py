@@ -41,7 +41,7 @@ from vftune.agent.itr_search import ItrSearch, SearchConfig, bracket_from_capabi
 from vftune.agent.memory import ClassMemory, HostProfiles, Profile, WorkloadClass, classify
 from vftune.agent.objective import Goal
 from vftune.agent.policy import VfPolicy
-from vftune.agent.port import PortFreedWatch, PortJudge
+from vftune.agent.port import PortJudge
 from vftune.agent.restart import RestartClock
 from vftune.agent.window import Window, WindowMeter, joined, starved
 from vftune.itr import quantize_itr, same_itr
@@ -98,11 +98,6 @@ class TunerOptions:
     port_saturation: float = 0.98  # a port loaded to this share of its line rate is saturated ...
     port_memory_s: float = 60.0  # ... and stays so this long after a window found it so
     port_gain: float = 0.01  # a VF taking its share must raise the port's total by this much
-    # A hold that began taking its share of a saturated port is checked against one window of
-    # the adaptive ITR once the port has been below its line rate this long: longer than a cold
-    # search, and no shorter than the rate deriver's share_memory_s, after which a neighbour's
-    # old peak no longer sets the VF's share.
-    port_freed_s: float = 15.0
     # Host CPU per forwarded interrupt (VM exit, vfio's handler, injection: a few microseconds
     # without posted interrupts), added to the guest's CPU when a setting's cost is judged.
     # An estimate, not a measurement of this host.
@@ -113,8 +108,7 @@ class TunerOptions:
     # (`vftune bench --ablate`): each True in the product.
 
     def __post_init__(self) -> None:
-        positive = ("window_s", "adaptive_windows", "tolerance", "warm_span", "restart_s", "handback_windows", "max_interval_us",
-                    "port_freed_s")
+        positive = ("window_s", "adaptive_windows", "tolerance", "warm_span", "restart_s", "handback_windows", "max_interval_us")
         for f in fields(self):
             value = getattr(self, f.name)
             if isinstance(value, bool) or value is None:
@@ -211,7 +205,6 @@ class SearchTuner(VfPolicy):
         self.changes = ChangeDetector(o.min_throughput_bps, o.load_change, o.load_change_s, o.change_windows,
                                       o.reference_windows)
         self.port = PortJudge(o.port_saturation, o.port_memory_s, o.port_gain, o.margin)
-        self.port_freed = PortFreedWatch(o.port_saturation, o.port_freed_s, o.reference_windows)
         self.clock = RestartClock(pci, o.restart_interrupts, o.restart_s, o.restart_jitter)
         self.profiles = profiles or HostProfiles()
         self.memory: ClassMemory = self.profiles.for_vf(pci)
@@ -238,7 +231,6 @@ class SearchTuner(VfPolicy):
         self._slices: dict[tuple[str, str, str], list[Window]] = {}
         self._recalled: Profile | None = None  # the profile in force after a recall, until verified
         self._recall_window: Window | None = None  # the recalled setting's window, while adaptive is measured
-        self._check_margin = o.margin  # what the adaptive ITR must gain over that window to search again
         # A result, its search's figure and the held windows so far below it, until it holds.
         self._unconfirmed: tuple[int, float, int] | None = None
         self._load_changes: list[float] = []  # times the load changed class (acted on)
@@ -368,13 +360,6 @@ class SearchTuner(VfPolicy):
             checked = self._check_result(s, w)
             if checked is not None:
                 return checked
-        if self.port_freed.observe(w, self.port_freed.referencing and self._confined(w)):
-            # Room that lasted longer than neighbours' probes leave is the VF's to take: the
-            # port's earlier saturation no longer confines its checks and searches.
-            self.port.forget()
-            checked = self._check_context(s, w, "the port is no longer saturated")
-            if checked is not None:
-                return checked
         change = self.changes.observe(w, self._windows_for)
         if change is None:
             return None
@@ -488,7 +473,6 @@ class SearchTuner(VfPolicy):
         self._unconfirmed = None
         self._steady_since = s.t
         self.changes.reset(klass)
-        self._watch_hold()
         self.meter.start(s.t, o.settle_s)
         return TunerEvent(s.t, Cause.HANDBACK, {"changes": len(times), "span_s": round(span),
                                                  "dwell_s": round(span / max(1, len(times) - 1), 1),
@@ -526,7 +510,6 @@ class SearchTuner(VfPolicy):
         self._recall_window = None
         self._unconfirmed = None
         self.changes.reset(klass)
-        self._watch_hold()
         self.clock.reset(self.searches)
         moved = not same_itr(profile.itr, s.itr)
         self.meter.start(s.t, self.options.settle_s if moved else 0.0)
@@ -557,12 +540,11 @@ class SearchTuner(VfPolicy):
                 profile.bps = w.app_bps
                 return None
             self._recall_window = w
-            self._check_margin = self.options.margin
             self.meter.start(s.t, self.options.settle_s)
             return TunerEvent(s.t, Cause.PROBE, {"n": 1, "of": 1, "itr": 0, "role": "checking the recalled setting",
                                                  "set": 0})
         recalled, self._recall_window = self._recall_window, None
-        if w.app_bps > recalled.app_bps * (1.0 + self._check_margin):
+        if w.app_bps > recalled.app_bps * (1.0 + self.options.margin):
             self._recalled = None
             klass = self.held_class
             self._forget_held_class()
@@ -573,36 +555,6 @@ class SearchTuner(VfPolicy):
         self.meter.start(s.t, self.options.settle_s)
         return TunerEvent(s.t, Cause.RECALL, {"klass": str(self.held_class), "itr": profile.itr,
                                               "source": "kept: the adaptive ITR does no better", "set": profile.itr})
-
-    def _check_context(self, s: VfSample, w: Window, why: str) -> TunerEvent | None:
-        """What the held rate was searched for moved while the VF's own load did not: a
-        saturated port whose share the VF took when the hold began has been below its line rate
-        for port_freed_s (PortFreedWatch: the share it was held to).
-        One window of the adaptive ITR beside the held one tells whether it still does as well;
-        the recall's check (_check_recall) then searches the class again or puts the setting
-        back. Not for the adaptive ITR itself, nor on a saturated port whose share the VF takes."""
-        self._watch_hold()
-        klass, itr = self.held_class, self.held_itr
-        if klass is None or not itr or self._confined(w):
-            return None
-        mine = self.memory.get(klass)
-        self._recalled = mine if mine is not None and same_itr(mine.itr, itr) else Profile(itr, w.app_bps, None, s.t)
-        self._recall_window = w
-        # One window each, a second apart, on a load whose neighbours just moved: the adaptive
-        # ITR must beat the held rate by more than such windows move.
-        self._check_margin = self.options.confirm_margin
-        self.meter.start(s.t, self.options.settle_s)
-        return TunerEvent(s.t, Cause.PROBE, {"n": 1, "of": 1, "itr": 0, "set": 0,
-                                             "role": f"checking the held setting: {why}"})
-
-    def _watch_hold(self) -> None:
-        """A hold begins (or its context was just checked): what it began with is the level."""
-        self.port_freed.reset()
-
-    def _confined(self, w: Window) -> bool:
-        """On a saturated port and taking its share of it (PortJudge)."""
-        verdict = self.port.judge(w)
-        return verdict.saturated and verdict.takes_share
 
     def _check_result(self, s: VfSample, w: Window) -> TunerEvent | None:
         """The first windows held at a search's result: do they deliver what the search credited
@@ -862,7 +814,6 @@ class SearchTuner(VfPolicy):
         self.active = None
         self.probe_itr = None
         self.changes.reset(klass)
-        self._watch_hold()
         self.clock.reset(self.searches)
         moved = not same_itr(best, s.itr)
         self.meter.start(s.t, self.options.settle_s if moved else 0.0)

@@ -30,8 +30,6 @@ MECHANISMS: tuple[Mechanism, ...] = (
               {"handback_changes": NEVER}),
     Mechanism("unmeasured-handback", "a class whose probes measure nothing gets the adaptive ITR",
               {"handback_unmeasured": NEVER}),
-    Mechanism("port-freed-watch", "a hold taken on a saturated port is re-checked when the port frees",
-              {"port_freed_s": float(NEVER)}),
     Mechanism("port-judge", "windows on a saturated port are judged on the VF's share", {"port_saturation": float(NEVER)}),
     Mechanism("unconfirmed-result", "a result held below its search's figure is searched again",
               {"confirm_margin": 1.0}),
