@@ -846,24 +846,9 @@ def test_a_load_shorter_than_the_adaptive_itrs_window_is_measured_over_several_v
     """Three 1-s windows of each load: longer than the flapping rule's dwell (two short windows
     and their settle), shorter than the adaptive ITR's 4-s window, each search's first probe,
     which never completes in one piece. Its slices that held the load are kept across visits,
-    so the small-packet load's search gets its first measurement and finishes near its peak;
-    the bulk load, whose visits the change detection and settle time leave no whole slice of,
-    gets the adaptive ITR after four empty windows in a row. Before, the VF reported a search
-    at its first step for the whole run."""
+    so the small-packet load's search gets its first measurement and finishes near its peak.
+    Before, the VF reported a search at its first step for the whole run."""
     tuner = _alternating(3, 3)
     settled = {k.size: p.itr for k, p in tuner.memory.profiles.items()}
-    assert settled["large"] == 0 and 6_000 < settled["small"] < 10_000  # small packets peak at 8000/s
-    given = [e for e in tuner.events if e.cause == "handback"]
-    assert len(given) == 1 and "bulk/large/rx/1e4: 4 windows in a row of its search" in given[0].text()
+    assert 6_000 < settled["small"] < 10_000  # small packets peak at 8000/s
     assert tuner.state()["phase"] == "holding"
-
-
-def test_a_class_that_holds_long_enough_is_still_tuned_beside_one_that_never_does():
-    """Bulk for 8 s, small packets for 2 s: the bulk class's search resumes on each visit and
-    finishes; only the small class, never held for one window of its search, gets the adaptive
-    ITR."""
-    tuner = _alternating(8, 2, ticks=150)
-    bulk = next(p for k, p in tuner.memory.profiles.items() if k.size == "large")
-    small = next(p for k, p in tuner.memory.profiles.items() if k.size != "large")
-    assert small.itr == 0 and tuner.handbacks == 1
-    assert 30_000 < bulk.itr < 80_000  # near the bulk load's peak at 48000/s

@@ -74,9 +74,7 @@ _TEMPLATES: dict[Cause, tuple[str, ...]] = {
     Cause.RESTART_UNCONFIRMED: ("{itr} held at {mbps} Mbit/s, {change} against its search's"
                                 " figure: the search measured another load", "; searching {low}..{high}/s", "; {port}"),
     Cause.RECALL: ("{klass}: remembered {itr} ({source})",),
-    Cause.HANDBACK: ("{changes} load changes in {span_s} s (one every {dwell_s} s): the VF's adaptive ITR",
-                     "{klass}: {unmeasured} windows in a row of its search saw the load change or stop inside"
-                     " them: the VF's adaptive ITR for this class"),
+    Cause.HANDBACK: ("{changes} load changes in {span_s} s (one every {dwell_s} s): the VF's adaptive ITR",),
     Cause.RESUME: ("load steady for {steady_s} s ({klass})", "; searching {low}..{high}/s", "; {port}"),
     Cause.ABORT: ("{why}; back to {itr}",),
     Cause.IDLE: ("load fell to {mbps} Mbit/s", ", holding {itr}"),

@@ -90,10 +90,6 @@ class TunerOptions:
     # sooner than handback_windows x (settle + window): nothing measured would hold long enough.
     handback_changes: int = 4
     handback_windows: float = 2.0
-    # A class whose search had this many probe windows in a row measure nothing (its load
-    # changed class or stopped inside each: the windows straddle its changes) gets the adaptive
-    # ITR as its setting, so the VF stops searching it while its other classes are tuned.
-    handback_unmeasured: int = 4
     resume_s: float = 60.0  # after a handback: steady this long before tuning again
     port_saturation: float = 0.98  # a port loaded to this share of its line rate is saturated ...
     port_memory_s: float = 60.0  # ... and stays so this long after a window found it so
@@ -118,7 +114,7 @@ class TunerOptions:
             if f.name in positive and value == 0:
                 raise ValueError(f"tuner option {f.name} must be > 0, got {value!r}")
         for name in ("restart_interrupts", "change_windows", "recall_windows", "max_apply_misses",
-                     "max_probes", "reference_windows", "handback_changes", "handback_unmeasured", "confirm_windows"):
+                     "max_probes", "reference_windows", "handback_changes", "confirm_windows"):
             if getattr(self, name) < 1:
                 raise ValueError(f"tuner option {name} must be >= 1, got {getattr(self, name)!r}")
         if self.warm_span <= 1:
@@ -225,8 +221,6 @@ class SearchTuner(VfPolicy):
         self.convergences: list[Convergence] = []
         self._misses = 0
         self._remeasures = 0  # windows in a row of this probe measured again (idle spans inside)
-        # Per load shape (WorkloadClass.shape): its searches' windows in a row that measured nothing.
-        self._unmeasured: dict[tuple[str, str, str], int] = {}
         # Per load shape: slices of the adaptive ITR's windows that held the load (_gather).
         self._slices: dict[tuple[str, str, str], list[Window]] = {}
         self._recalled: Profile | None = None  # the profile in force after a recall, until verified
@@ -414,8 +408,6 @@ class SearchTuner(VfPolicy):
         if cause is not Cause.START:
             self._load_changes.append(w.end)
             del self._load_changes[:-self.options.handback_changes - 1]
-        if cause is Cause.RESTART_IN_SEARCH and self.active is not None:
-            self._wasted(w, self.active.klass)
         self._suspend()
         if cause is not Cause.START and self._flapping():
             return self._handback(s, klass)
@@ -426,31 +418,6 @@ class SearchTuner(VfPolicy):
             return self._resume(s, self.suspended.pop(klass))
         return self._begin(s, cause, warm=False, baseline=w, klass=klass,
                            what=f"load changed to {klass}", mbps=round(w.bps / 1e6), klass_name=str(klass))
-
-    def _wasted(self, w: Window, klass: WorkloadClass | None) -> Profile | None:
-        """A window of `klass`'s search measured nothing: its load changed class or stopped
-        inside it. After handback_unmeasured such windows in a row no search of the class can
-        finish (its load never holds for one window): the class gets the adaptive ITR as this
-        VF's setting, returned, and is searched again only when a periodic restart comes."""
-        if klass is None:
-            return None
-        wasted = self._unmeasured.get(klass.shape, 0) + 1
-        if wasted < self.options.handback_unmeasured:
-            self._unmeasured[klass.shape] = wasted
-            return None
-        self._measured(klass)
-        self.suspended.pop(klass, None)
-        if self.active is not None and self.active.klass == klass:
-            self.active.klass = None  # not suspended again for the class
-        given = Profile(0, w.app_bps, None, w.end)
-        self.memory.remember(klass, given)
-        self.handbacks += 1
-        self._note(w.end, Cause.HANDBACK, klass=str(klass), unmeasured=wasted)
-        return given
-
-    def _measured(self, klass: WorkloadClass | None) -> None:
-        if klass is not None:
-            self._unmeasured.pop(klass.shape, None)
 
     def _flapping(self) -> bool:
         o = self.options
@@ -610,10 +577,8 @@ class SearchTuner(VfPolicy):
         if w.bps < self.options.min_throughput_bps and starved(w):
             # The probed rate livelocks the guest: it delivered nothing, which is its measure.
             search.tell(self.probe_itr, 0.0)
-            self._measured(self.active.klass)
             return self._next_probe(s)
         if w.bps < self.options.min_throughput_bps:
-            self._wasted(w, self.active.klass)
             self._suspend()  # its measurements stay valid when the class comes back
             self.active = self._last_search
             return self._abort(s, f"VF idle during probe ({w.bps / 1e6:.2f} Mbit/s)")
@@ -624,10 +589,6 @@ class SearchTuner(VfPolicy):
             # the setting (a bulk load going idle halfway reads as half the throughput). The next
             # window tells: idle aborts the probe, busy measures it.
             self._remeasures += 1
-            klass = self.active.klass
-            given = self._wasted(w, klass)
-            if given is not None and klass is not None:
-                return self._recall(s, klass, given, "this VF")
             return TunerEvent(w.end, Cause.REMEASURE, {"itr": self.probe_itr, "mbps": round(w.bps / 1e6, 1)})
         self._remeasures = 0
         klass = classify(w, self.active.klass)
@@ -645,7 +606,6 @@ class SearchTuner(VfPolicy):
                        mbps=round(w.bps / 1e6))
         search.tell(self.probe_itr, verdict.credited_bps, w.cpu_per_bit(self.options.host_irq_cost_s),
                     scale=w.bps if w.dropped_bits else None, interrupt_rate=w.interrupt_rate)
-        self._measured(self.active.klass)
         if self.probe_itr == 0 and self.active.klass is not None:
             self._slices.pop(self.active.klass.shape, None)  # the adaptive ITR is measured
         return self._next_probe(s)
@@ -679,7 +639,6 @@ class SearchTuner(VfPolicy):
         shape = self.active.klass.shape
         kept = [x for x in self._slices.get(shape, ()) if part.end - x.end < o.load_change_s] + [part]
         self._slices[shape] = kept[-o.adaptive_windows:]
-        self._measured(self.active.klass)  # a part of the window measured the load
         if len(kept) < o.adaptive_windows:
             return None  # (a window measured in one piece shows one slice fewer than it holds)
         del self._slices[shape]

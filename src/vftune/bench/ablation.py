@@ -28,8 +28,6 @@ MECHANISMS: tuple[Mechanism, ...] = (
     Mechanism("host-memory", "a VF's unseen class starts from another VF's setting for it", {"host_memory": False}),
     Mechanism("flapping-handback", "loads that change faster than a search get the adaptive ITR",
               {"handback_changes": NEVER}),
-    Mechanism("unmeasured-handback", "a class whose probes measure nothing gets the adaptive ITR",
-              {"handback_unmeasured": NEVER}),
     Mechanism("port-judge", "windows on a saturated port are judged on the VF's share", {"port_saturation": float(NEVER)}),
     Mechanism("unconfirmed-result", "a result held below its search's figure is searched again",
               {"confirm_margin": 1.0}),
