@@ -24,7 +24,6 @@ class Cause(StrEnum):
     RESTART_IN_SEARCH = "restart-in-search"  # the load's class changed under a running search
     RESTART_WORSE = "restart-worse"  # a remembered setting measured worse than remembered
     RESTART_STARVED = "restart-starved"  # interrupts but no traffic under a set rate: livelock
-    RESTART_UNCONFIRMED = "restart-unconfirmed"  # a result held below its search's figure: searched again
     RECALL = "recall"  # a known workload class: its remembered setting, within one window
     HANDBACK = "handback"  # loads change faster than searching or recalling helps: adaptive ITR
     RESUME = "resume"  # the load calmed down after a handback: tuning again
@@ -46,7 +45,7 @@ class Cause(StrEnum):
     @property
     def restart(self) -> bool:
         return self in (Cause.START, Cause.RESTART_PERIODIC, Cause.RESTART_LOAD, Cause.RESTART_IN_SEARCH,
-                        Cause.RESTART_WORSE, Cause.RESTART_STARVED, Cause.RESTART_UNCONFIRMED,
+                        Cause.RESTART_WORSE, Cause.RESTART_STARVED,
                         Cause.RESUME)
 
 
@@ -71,8 +70,6 @@ _TEMPLATES: dict[Cause, tuple[str, ...]] = {
                           "; searching {low}..{high}/s", "; {port}"),
     Cause.RESTART_STARVED: ("no traffic at {irq_per_s} interrupts/s under {itr}: the guest takes nothing off its"
                             " ring (receive livelock)", "; searching {low}..{high}/s", "; {port}"),
-    Cause.RESTART_UNCONFIRMED: ("{itr} held at {mbps} Mbit/s, {change} against its search's"
-                                " figure: the search measured another load", "; searching {low}..{high}/s", "; {port}"),
     Cause.RECALL: ("{klass}: remembered {itr} ({source})",),
     Cause.HANDBACK: ("{changes} load changes in {span_s} s (one every {dwell_s} s): the VF's adaptive ITR",),
     Cause.RESUME: ("load steady for {steady_s} s ({klass})", "; searching {low}..{high}/s", "; {port}"),

@@ -79,10 +79,6 @@ class TunerOptions:
     quantize: bool = True  # probe only rates the 82599 can deliver (2.048-us steps)
     max_apply_misses: int = 3  # samples showing another ITR than the probe before giving up
     max_remeasures: int = 2  # windows in a row a probe measures again for idle spans inside them
-    # A search's result whose first confirm_windows held windows fall this far below what the
-    # search credited it with was measured at another load (a burst that ended): searched again.
-    confirm_margin: float = 0.15
-    confirm_windows: int = 2
     worse_margin: float = 0.25  # a recalled setting this far below its remembered throughput is
     # checked against one window of the adaptive ITR (and searched again if that does better)
     host_memory: bool = True  # a VF's unseen class starts from another VF's setting for it
@@ -114,7 +110,7 @@ class TunerOptions:
             if f.name in positive and value == 0:
                 raise ValueError(f"tuner option {f.name} must be > 0, got {value!r}")
         for name in ("restart_interrupts", "change_windows", "recall_windows", "max_apply_misses",
-                     "max_probes", "reference_windows", "handback_changes", "confirm_windows"):
+                     "max_probes", "reference_windows", "handback_changes"):
             if getattr(self, name) < 1:
                 raise ValueError(f"tuner option {name} must be >= 1, got {getattr(self, name)!r}")
         if self.warm_span <= 1:
@@ -161,7 +157,6 @@ class _Search:
     search: ItrSearch
     klass: WorkloadClass | None
     started: float
-    confirming: bool = False  # a search again of a result that did not hold: its own is not checked
     capped: int = 0  # windows credited with the VF's port share only
     judged: int = 0
     # Each probed rate's class as last measured: the load's class at the chosen rate is what
@@ -172,7 +167,7 @@ class _Search:
 # Restart causes as the benchmark counts them.
 _RESTART_KEYS = {Cause.RESTART_PERIODIC: "periodic", Cause.RESTART_LOAD: "load",
                  Cause.RESTART_IN_SEARCH: "in_search", Cause.RESTART_WORSE: "worse",
-                 Cause.RESTART_STARVED: "starved", Cause.RESTART_UNCONFIRMED: "unconfirmed"}
+                 Cause.RESTART_STARVED: "starved"}
 
 
 class SearchTuner(VfPolicy):
@@ -225,8 +220,6 @@ class SearchTuner(VfPolicy):
         self._slices: dict[tuple[str, str, str], list[Window]] = {}
         self._recalled: Profile | None = None  # the profile in force after a recall, until verified
         self._recall_window: Window | None = None  # the recalled setting's window, while adaptive is measured
-        # A result, its search's figure and the held windows so far below it, until it holds.
-        self._unconfirmed: tuple[int, float, int] | None = None
         self._load_changes: list[float] = []  # times the load changed class (acted on)
         self._steady_since: float | None = None  # in ADAPTIVE: since when the class held
         self._last_window: Window | None = None
@@ -350,10 +343,6 @@ class SearchTuner(VfPolicy):
             checked = self._check_recall(s, w)
             if checked is not None or self._recall_window is not None:
                 return checked
-        if self._unconfirmed is not None:
-            checked = self._check_result(s, w)
-            if checked is not None:
-                return checked
         change = self.changes.observe(w, self._windows_for)
         if change is None:
             return None
@@ -367,7 +356,7 @@ class SearchTuner(VfPolicy):
         if change.kind in ("idle", "starved"):
             self.held_class = None
             self.phase = Phase.IDLE
-            self._recalled = self._unconfirmed = None
+            self._recalled = None
             self.meter.start(s.t, 0.0)
             self._note(s.t, Cause.IDLE, mbps=round(change.baseline.bps / 1e6, 2), itr=s.itr)
             return None
@@ -437,7 +426,6 @@ class SearchTuner(VfPolicy):
         self.held_itr = 0
         self.held_class = klass
         self._recalled = None
-        self._unconfirmed = None
         self._steady_since = s.t
         self.changes.reset(klass)
         self.meter.start(s.t, o.settle_s)
@@ -475,7 +463,6 @@ class SearchTuner(VfPolicy):
         self.probe_itr = None
         self._recalled = profile
         self._recall_window = None
-        self._unconfirmed = None
         self.changes.reset(klass)
         self.clock.reset(self.searches)
         moved = not same_itr(profile.itr, s.itr)
@@ -522,33 +509,6 @@ class SearchTuner(VfPolicy):
         self.meter.start(s.t, self.options.settle_s)
         return TunerEvent(s.t, Cause.RECALL, {"klass": str(self.held_class), "itr": profile.itr,
                                               "source": "kept: the adaptive ITR does no better", "set": profile.itr})
-
-    def _check_result(self, s: VfSample, w: Window) -> TunerEvent | None:
-        """The first windows held at a search's result: do they deliver what the search credited
-        it with? A search compares windows taken seconds apart, so a burst that lifted some of
-        them and then ended makes the rates it lifted win; the held windows, at the same rate,
-        show the load without it. When the first confirm_windows of them all fall more than
-        confirm_margin below the credited figure (half the load change a hold restarts on; more
-        than one window, so one noisy window is not enough), the search compared loads, not
-        rates: its result is forgotten and the class searched again. The search again is not
-        checked in turn (a load that keeps moving would search forever; the change detector and
-        the restart clock look after it)."""
-        itr, figure, lows = self._unconfirmed or (0, 0.0, 0)
-        if not same_itr(w.itr, itr):
-            return None  # not at the result yet
-        self._unconfirmed = None
-        klass = classify(w, self.held_class)
-        if w.bps < self.options.min_throughput_bps or klass is None or self.held_class is None or not same_shape(
-                klass, self.held_class):
-            return None  # another load: the change detector's
-        if w.app_bps >= figure * (1.0 - self.options.confirm_margin):
-            return None
-        if lows + 1 < self.options.confirm_windows:
-            self._unconfirmed = (itr, figure, lows + 1)
-            return None
-        self._forget_held_class()
-        return self._begin(s, Cause.RESTART_UNCONFIRMED, warm=False, baseline=w, klass=self.held_class, itr=itr,
-                           change=w.app_bps / figure - 1.0, mbps=round(w.app_bps / 1e6))
 
     # ---- probing ----------------------------------------------------------------------
 
@@ -702,11 +662,10 @@ class SearchTuner(VfPolicy):
             cost_margin=verdict.cost_margin if verdict is not None and verdict.saturated else None,
         )
         self.searches += 1
-        self.active = self._last_search = _Search(search, klass, s.t, confirming=cause is Cause.RESTART_UNCONFIRMED)
+        self.active = self._last_search = _Search(search, klass, s.t)
         self.phase = Phase.PROBING
         self.held_class = klass
         self._recalled = None
-        self._unconfirmed = None
         if cause in _RESTART_KEYS:
             self.restarts[_RESTART_KEYS[cause]] += 1
         values.update(low=int(low), high=int(high))
@@ -765,8 +724,6 @@ class SearchTuner(VfPolicy):
                 self.memory.remember(klass, profile)
                 if self.options.host_memory:
                     self.profiles.host.remember(klass, replace(profile))
-        figure = search.score(best) if best in search.scores() else None
-        self._unconfirmed = (best, figure, 0) if best > 0 and figure and not self.active.confirming else None
         self.phase = Phase.HOLDING
         self.held_itr = best
         self.held_class = klass

@@ -29,8 +29,6 @@ MECHANISMS: tuple[Mechanism, ...] = (
     Mechanism("flapping-handback", "loads that change faster than a search get the adaptive ITR",
               {"handback_changes": NEVER}),
     Mechanism("port-judge", "windows on a saturated port are judged on the VF's share", {"port_saturation": float(NEVER)}),
-    Mechanism("unconfirmed-result", "a result held below its search's figure is searched again",
-              {"confirm_margin": 1.0}),
     Mechanism("worse-recall", "a recalled setting measuring far below its memory is checked",
               {"worse_margin": 1.0}),
     Mechanism("remeasure", "a probe window with idle spans inside is measured again", {"max_remeasures": 0}),

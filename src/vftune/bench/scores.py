@@ -497,8 +497,6 @@ def tuner_figures(made: dict[str, Recording], segments: list[tuple[float, float]
         # guest's included), recalls of a remembered class, handbacks.
         "restarts_load": sum(restarts.get(k, 0) for k in ("load", "worse", "starved", "recall", "handback")),
         "restarts_in_search": restarts.get("in_search", 0),
-        # Results searched again because they held below what their search measured (a burst).
-        "restarts_unconfirmed": restarts.get("unconfirmed", 0),
         "unasked_changes": unasked,
     }
 
