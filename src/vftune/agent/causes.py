@@ -25,8 +25,6 @@ class Cause(StrEnum):
     RESTART_WORSE = "restart-worse"  # a remembered setting measured worse than remembered
     RESTART_STARVED = "restart-starved"  # interrupts but no traffic under a set rate: livelock
     RECALL = "recall"  # a known workload class: its remembered setting, within one window
-    HANDBACK = "handback"  # loads change faster than searching or recalling helps: adaptive ITR
-    RESUME = "resume"  # the load calmed down after a handback: tuning again
     ABORT = "abort"  # a probe could not be measured: back to the setting in force before
     IDLE = "idle"  # the VF went idle: its setting stays
     PORT = "port"  # a note on how a window on a saturated port was judged
@@ -45,8 +43,7 @@ class Cause(StrEnum):
     @property
     def restart(self) -> bool:
         return self in (Cause.START, Cause.RESTART_PERIODIC, Cause.RESTART_LOAD, Cause.RESTART_IN_SEARCH,
-                        Cause.RESTART_WORSE, Cause.RESTART_STARVED,
-                        Cause.RESUME)
+                        Cause.RESTART_WORSE, Cause.RESTART_STARVED)
 
 
 def _rate(value: object) -> str:
@@ -71,8 +68,6 @@ _TEMPLATES: dict[Cause, tuple[str, ...]] = {
     Cause.RESTART_STARVED: ("no traffic at {irq_per_s} interrupts/s under {itr}: the guest takes nothing off its"
                             " ring (receive livelock)", "; searching {low}..{high}/s", "; {port}"),
     Cause.RECALL: ("{klass}: remembered {itr} ({source})",),
-    Cause.HANDBACK: ("{changes} load changes in {span_s} s (one every {dwell_s} s): the VF's adaptive ITR",),
-    Cause.RESUME: ("load steady for {steady_s} s ({klass})", "; searching {low}..{high}/s", "; {port}"),
     Cause.ABORT: ("{why}; back to {itr}",),
     Cause.IDLE: ("load fell to {mbps} Mbit/s", ", holding {itr}"),
     Cause.REFERENCE: ("rate {change} for {lasted_s} s", " outlasted the level before it ({ref_s} s)",

@@ -18,8 +18,6 @@ Per VF:
     holding --(N interrupts | M seconds)--> warm restart (bracket around the held rate)
     holding --(another class for a window | the rate moved for long)--> recall or search
     holding --(a recalled setting measures worse than remembered)--> forgotten, cold search
-    any --(loads change faster than a window and a settle time a few times over)--> adaptive:
-        the VF's own adaptive ITR until the load holds still for resume_s
 
 Every search measures the guest's adaptive ITR first when it starts from it (cold): the result
 must beat it (do no harm) and, under the throughput objective, must not cost more CPU per Gb
@@ -82,11 +80,6 @@ class TunerOptions:
     worse_margin: float = 0.25  # a recalled setting this far below its remembered throughput is
     # checked against one window of the adaptive ITR (and searched again if that does better)
     host_memory: bool = True  # a VF's unseen class starts from another VF's setting for it
-    # Hand back to the adaptive ITR when the last handback_changes load changes came on average
-    # sooner than handback_windows x (settle + window): nothing measured would hold long enough.
-    handback_changes: int = 4
-    handback_windows: float = 2.0
-    resume_s: float = 60.0  # after a handback: steady this long before tuning again
     port_saturation: float = 0.98  # a port loaded to this share of its line rate is saturated ...
     port_memory_s: float = 60.0  # ... and stays so this long after a window found it so
     port_gain: float = 0.01  # a VF taking its share must raise the port's total by this much
@@ -100,7 +93,7 @@ class TunerOptions:
     # (`vftune bench --ablate`): each True in the product.
 
     def __post_init__(self) -> None:
-        positive = ("window_s", "adaptive_windows", "tolerance", "warm_span", "restart_s", "handback_windows", "max_interval_us")
+        positive = ("window_s", "adaptive_windows", "tolerance", "warm_span", "restart_s", "max_interval_us")
         for f in fields(self):
             value = getattr(self, f.name)
             if isinstance(value, bool) or value is None:
@@ -110,7 +103,7 @@ class TunerOptions:
             if f.name in positive and value == 0:
                 raise ValueError(f"tuner option {f.name} must be > 0, got {value!r}")
         for name in ("restart_interrupts", "change_windows", "recall_windows", "max_apply_misses",
-                     "max_probes", "reference_windows", "handback_changes"):
+                     "max_probes", "reference_windows"):
             if getattr(self, name) < 1:
                 raise ValueError(f"tuner option {name} must be >= 1, got {getattr(self, name)!r}")
         if self.warm_span <= 1:
@@ -147,7 +140,6 @@ class Phase(StrEnum):
     IDLE = "idle"
     PROBING = "probing"
     HOLDING = "holding"
-    ADAPTIVE = "adaptive"  # handed back: the VF's own adaptive ITR while loads flip
 
 
 @dataclass
@@ -209,7 +201,6 @@ class SearchTuner(VfPolicy):
         self.searches = 0
         self.restarts: dict[str, int] = dict.fromkeys(_RESTART_KEYS.values(), 0)
         self.recalls = 0
-        self.handbacks = 0
         self.last_restart_reason: str | None = None
         self.last_event: TunerEvent | None = None
         self.events: list[TunerEvent] = []
@@ -220,8 +211,6 @@ class SearchTuner(VfPolicy):
         self._slices: dict[tuple[str, str, str], list[Window]] = {}
         self._recalled: Profile | None = None  # the profile in force after a recall, until verified
         self._recall_window: Window | None = None  # the recalled setting's window, while adaptive is measured
-        self._load_changes: list[float] = []  # times the load changed class (acted on)
-        self._steady_since: float | None = None  # in ADAPTIVE: since when the class held
         self._last_window: Window | None = None
         self._last_search: _Search | None = None
 
@@ -291,7 +280,6 @@ class SearchTuner(VfPolicy):
             "suspended_searches": len(self.suspended),
             "searches": self.searches,
             "recalls": self.recalls,
-            "handbacks": self.handbacks,
             "last_restart_reason": self.last_restart_reason,
             "last_event": self.last_event.text() if self.last_event else None,
             "last_cause": self.last_event.cause.value if self.last_event else None,
@@ -326,7 +314,7 @@ class SearchTuner(VfPolicy):
                 return (*shared, "host")
         return None
 
-    # ---- idle, holding and adaptive ---------------------------------------------------
+    # ---- idle and holding --------------------------------------------------------------
 
     def _step_other(self, s: VfSample) -> TunerEvent | None:
         w = self._measure(s)
@@ -337,8 +325,6 @@ class SearchTuner(VfPolicy):
             if w.bps < self.options.min_throughput_bps:
                 return self._starved(s, w) if starved(w) else None
             return self._new_load(s, w, classify(w), Cause.START)
-        if self.phase is Phase.ADAPTIVE:
-            return self._step_adaptive(s, w)
         if self._recalled is not None:
             checked = self._check_recall(s, w)
             if checked is not None or self._recall_window is not None:
@@ -393,13 +379,8 @@ class SearchTuner(VfPolicy):
     def _new_load(self, s: VfSample, w: Window, klass: WorkloadClass | None, cause: Cause) -> TunerEvent | None:
         """The load is of another class, seen in window `w` (while idle or holding, or under a
         search, whose measurements are kept for its class): recall the class's setting, resume
-        its search, hand the VF back to its adaptive ITR when loads flip, or search."""
-        if cause is not Cause.START:
-            self._load_changes.append(w.end)
-            del self._load_changes[:-self.options.handback_changes - 1]
+        its search, or search."""
         self._suspend()
-        if cause is not Cause.START and self._flapping():
-            return self._handback(s, klass)
         known = self._profile(klass)
         if known is not None and known[0] != self.held_class:
             return self._recall(s, *known)
@@ -407,51 +388,6 @@ class SearchTuner(VfPolicy):
             return self._resume(s, self.suspended.pop(klass))
         return self._begin(s, cause, warm=False, baseline=w, klass=klass,
                            what=f"load changed to {klass}", mbps=round(w.bps / 1e6), klass_name=str(klass))
-
-    def _flapping(self) -> bool:
-        o = self.options
-        times = self._load_changes
-        if len(times) <= o.handback_changes - 1:
-            return False
-        dwell = (times[-1] - times[-o.handback_changes]) / (o.handback_changes - 1)
-        return dwell < o.handback_windows * (o.settle_s + self.window_s)
-
-    def _handback(self, s: VfSample, klass: WorkloadClass | None) -> TunerEvent:
-        o = self.options
-        times = self._load_changes[-o.handback_changes:]
-        span = times[-1] - times[0]
-        self._suspend()
-        self.phase = Phase.ADAPTIVE
-        self.handbacks += 1
-        self.held_itr = 0
-        self.held_class = klass
-        self._recalled = None
-        self._steady_since = s.t
-        self.changes.reset(klass)
-        self.meter.start(s.t, o.settle_s)
-        return TunerEvent(s.t, Cause.HANDBACK, {"changes": len(times), "span_s": round(span),
-                                                 "dwell_s": round(span / max(1, len(times) - 1), 1),
-                                                 "set": 0})
-
-    def _step_adaptive(self, s: VfSample, w: Window) -> TunerEvent | None:
-        """Handed back: watch the load's class; once it holds for resume_s, tune again."""
-        if w.bps < self.options.min_throughput_bps:
-            self._steady_since = w.end
-            return None
-        klass = classify(w, self.held_class)
-        if klass != self.held_class:
-            self.held_class = klass
-            self._steady_since = w.start
-            return None
-        if self._steady_since is not None and w.end - self._steady_since >= self.options.resume_s:
-            self._load_changes = []
-            steady = round(w.end - self._steady_since)
-            known = self._profile(klass)
-            if known is not None:
-                return self._recall(s, *known)
-            return self._begin(s, Cause.RESUME, warm=False, baseline=w, klass=klass, steady_s=steady,
-                               klass_name=str(klass))
-        return None
 
     def _recall(self, s: VfSample, klass: WorkloadClass, profile: Profile, source: str) -> TunerEvent:
         self._suspend()

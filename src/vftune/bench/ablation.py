@@ -26,8 +26,6 @@ class Mechanism:
 
 MECHANISMS: tuple[Mechanism, ...] = (
     Mechanism("host-memory", "a VF's unseen class starts from another VF's setting for it", {"host_memory": False}),
-    Mechanism("flapping-handback", "loads that change faster than a search get the adaptive ITR",
-              {"handback_changes": NEVER}),
     Mechanism("port-judge", "windows on a saturated port are judged on the VF's share", {"port_saturation": float(NEVER)}),
     Mechanism("worse-recall", "a recalled setting measuring far below its memory is checked",
               {"worse_margin": 1.0}),
