@@ -89,8 +89,6 @@ class TunerOptions:
     host_irq_cost_s: float = 2e-6
     # A bound on the coalescing delay (us) for VFs whose goal gives none (the goal's wins).
     max_interval_us: float | None = None
-    # Mechanisms with no threshold of their own to switch them off, for the bench's ablation
-    # (`vftune bench --ablate`): each True in the product.
 
     def __post_init__(self) -> None:
         positive = ("window_s", "adaptive_windows", "tolerance", "warm_span", "restart_s", "max_interval_us")
