@@ -24,9 +24,8 @@ from vftune.agent.memory import (
     classify,
 )
 from vftune.agent.objective import Goal, Objective
-from vftune.agent.port import PortFreedWatch, PortJudge
+from vftune.agent.port import PortJudge
 from vftune.agent.restart import RestartClock
-from vftune.agent.siblings import SiblingWatch
 from vftune.agent.window import MedianPool, Window, WindowMeter, joined, median_window, starved
 from vftune.itr import ITR_MAX_RATE, ITR_MIN_RATE
 from vftune.model import VfSample
@@ -369,43 +368,6 @@ def test_a_burst_that_filled_the_port_does_not_hold_a_vf_to_its_share_after_it_e
         assert judge.judge(after).credited_bps == pytest.approx(3e9)
 
 
-def _freed(watch: PortFreedWatch, loads: list[float | None], confined: bool = True) -> list[bool]:
-    """Half-second held windows of a VF on a port loaded to `loads` of its line rate; `confined`:
-    PortJudge finds it taking its share whenever the port is saturated."""
-    return [watch.observe(window(i * 0.5, 1e9, duration=0.5) if load is None else
-                          window(i * 0.5, 1e9, duration=0.5, port_bps=load * 9.9e9, capacity_bps=9.9e9,
-                                 share_bps=2.5e9), confined and load is not None and load >= 0.98)
-            for i, load in enumerate(loads)]
-
-
-def test_a_port_below_its_line_rate_for_fifteen_seconds_after_a_saturated_start_is_freed():
-    freed = _freed(PortFreedWatch(lasting_s=15.0), [1.0] * 3 + [0.6] * 40)
-    assert freed.index(True) == 3 + 29  # the 30th half-second window below the line rate
-    # A neighbour's cold search leaves room for a few seconds at a time: never 15 s in a row.
-    searching = _freed(PortFreedWatch(lasting_s=15.0), [1.0] * 3 + ([0.6] * 20 + [1.0]) * 4)
-    assert not any(searching)
-
-
-def test_a_hold_that_began_on_a_free_port_or_below_its_share_or_unseen_is_never_freed():
-    assert not any(_freed(PortFreedWatch(), [0.6] * 3 + [1.0] * 10 + [0.5] * 60))
-    # A small VF on a saturated port is judged on its own throughput: the port did not bind it.
-    assert not any(_freed(PortFreedWatch(), [1.0] * 3 + [0.5] * 60, confined=False))
-    assert not any(_freed(PortFreedWatch(), [None] * 60))
-    with pytest.raises(ValueError, match="lasting_s 0 > 0"):
-        PortFreedWatch(lasting_s=0)
-
-
-def test_a_port_judge_told_to_forget_judges_the_port_on_the_windows_to_come():
-    judge = _judge_after_a_full_port(30)
-    free = _port_window(30, 6e9)
-    judge.observe(free)
-    assert judge.judge(free).saturated  # saturated for most of the last minute
-    judge.forget()
-    judge.observe(free)
-    assert not judge.judge(free).saturated
-    assert judge.judge(free).credited_bps == pytest.approx(3e9)
-
-
 # ---- restart clock --------------------------------------------------------------------------
 
 def sample(t: float, interrupts: int | None, pps: float = 1000.0, dt: float = 1.0) -> VfSample:
@@ -598,27 +560,6 @@ def test_slices_taken_apart_in_time_join_into_one_window_of_their_sums():
     assert (w.end, w.duration) == (18.0, pytest.approx(1.5))
     assert w.bps == pytest.approx(4e9 / 1.5) and w.interrupt_rate == pytest.approx(13000 / 1.5)
     assert w.rx_bits == pytest.approx(3.6e9) and w.cpu_s is None and w.lowest_part_bps == pytest.approx(1.9e9)
-
-
-def _held(watch: SiblingWatch, others_bps: list[float | None], own_bps: float = 1e9) -> list[bool]:
-    """Half-second windows of a VF at own_bps whose guest's other VFs carry others_bps."""
-    return [watch.observe(Window(i * 0.5, i * 0.5 + 0.5, own_bps * 0.5, 1e4, 100, 8000,
-                                 guest_bits=None if o is None else (own_bps + o) * 0.5))
-            for i, o in enumerate(others_bps)]
-
-
-def test_the_guests_other_vfs_moving_for_ten_seconds_is_a_move_of_its_load():
-    quiet = _held(SiblingWatch(), [2e9] * 3 + [0.0] * 20)
-    assert quiet.index(True) == 3 + 19  # the 20th half-second window away from the level
-    burst = _held(SiblingWatch(), [2e9] * 3 + [6e9] * 8 + [2e9] * 4 + [6e9] * 8)  # 4-s bursts
-    assert not any(burst)
-
-
-def test_a_neighbour_near_idle_or_no_neighbour_at_all_is_no_move():
-    assert not any(_held(SiblingWatch(), [1e6] * 3 + [5e6] * 40))  # housekeeping, under the floor
-    assert not any(_held(SiblingWatch(), [None] * 40))  # the guest's only VF
-    with pytest.raises(ValueError, match="factor 1.0 must be > 1"):
-        SiblingWatch(factor=1.0)
 
 
 def test_interrupts_without_traffic_read_as_starved_not_idle():

@@ -24,13 +24,9 @@ class Cause(StrEnum):
     RESTART_IN_SEARCH = "restart-in-search"  # the load's class changed under a running search
     RESTART_WORSE = "restart-worse"  # a remembered setting measured worse than remembered
     RESTART_STARVED = "restart-starved"  # interrupts but no traffic under a set rate: livelock
-    RESTART_UNCONFIRMED = "restart-unconfirmed"  # a result held below its search's figure: searched again
-    RESTART_MISFIT = "restart-misfit"  # another VF's setting for the class holds this VF down: its own search
     RECALL = "recall"  # a known workload class: its remembered setting, within one window
-    HANDBACK = "handback"  # loads change faster than searching or recalling helps: adaptive ITR
-    RESUME = "resume"  # the load calmed down after a handback: tuning again
     ABORT = "abort"  # a probe could not be measured: back to the setting in force before
-    IDLE = "idle"  # the VF went idle: holding, or its adaptive ITR when another load may come
+    IDLE = "idle"  # the VF went idle: its setting stays
     PORT = "port"  # a note on how a window on a saturated port was judged
     REFERENCE = "reference"  # the held load's reference was a burst: taken again, no search
     REMEASURE = "remeasure"  # a probe's window held an idle span beside busy ones: measured again
@@ -47,8 +43,7 @@ class Cause(StrEnum):
     @property
     def restart(self) -> bool:
         return self in (Cause.START, Cause.RESTART_PERIODIC, Cause.RESTART_LOAD, Cause.RESTART_IN_SEARCH,
-                        Cause.RESTART_WORSE, Cause.RESTART_STARVED, Cause.RESTART_UNCONFIRMED, Cause.RESTART_MISFIT,
-                        Cause.RESUME)
+                        Cause.RESTART_WORSE, Cause.RESTART_STARVED)
 
 
 def _rate(value: object) -> str:
@@ -72,21 +67,10 @@ _TEMPLATES: dict[Cause, tuple[str, ...]] = {
                           "; searching {low}..{high}/s", "; {port}"),
     Cause.RESTART_STARVED: ("no traffic at {irq_per_s} interrupts/s under {itr}: the guest takes nothing off its"
                             " ring (receive livelock)", "; searching {low}..{high}/s", "; {port}"),
-    Cause.RESTART_UNCONFIRMED: ("{itr} held at {mbps} Mbit/s, {change} against its search's"
-                                " figure: the search measured another load", "; searching {low}..{high}/s", "; {port}"),
-    Cause.RESTART_MISFIT: ("{klass}: the host's {itr} (another VF's) holds this VF down, {up} gains {change}",
-                           "; searching {low}..{high}/s", "; {port}"),
     Cause.RECALL: ("{klass}: remembered {itr} ({source})",),
-    Cause.HANDBACK: ("{changes} load changes in {span_s} s (one every {dwell_s} s): the VF's adaptive ITR",
-                     "{klass}: {unmeasured} windows in a row of its search saw the load change or stop inside"
-                     " them: the VF's adaptive ITR for this class"),
-    Cause.RESUME: ("load steady for {steady_s} s ({klass})", "; searching {low}..{high}/s", "; {port}"),
     Cause.ABORT: ("{why}; back to {itr}",),
-    Cause.IDLE: ("load fell to {mbps} Mbit/s", ", holding {itr}",
-                 "; {left} left for the adaptive ITR until traffic returns (after the last quiet spell the load"
-                 " came back as {next})"),
-    Cause.REFERENCE: ("rate {change} for {lasted_s} s", " is the load {itr} was measured at in its search",
-                      " outlasted the level before it ({ref_s} s)",
+    Cause.IDLE: ("load fell to {mbps} Mbit/s", ", holding {itr}"),
+    Cause.REFERENCE: ("rate {change} for {lasted_s} s", " outlasted the level before it ({ref_s} s)",
                       " returns to a level the hold spent {held_share} of its windows at",
                       " ({mbps} Mbit/s): the reference was a burst, taken again"),
     Cause.REMEASURE: ("{itr} idle for part of its window ({mbps} Mbit/s over it): measured again",),
@@ -96,7 +80,7 @@ def _share(value: object) -> str:
     return f"{float(value):.0%}" if isinstance(value, (int, float)) else str(value)
 
 
-_FORMATS: dict[str, Callable[[object], str]] = {"itr": _rate, "seen": _rate, "up": _rate, "left": _rate, "change": _pct,
+_FORMATS: dict[str, Callable[[object], str]] = {"itr": _rate, "seen": _rate, "change": _pct,
                                                "load": _share, "held_share": _share}
 
 

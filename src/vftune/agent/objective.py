@@ -10,9 +10,7 @@ its probes; against the adaptive ITR a costlier rate must gain more than the mar
 - ``balanced`` (default): margin BALANCED_MARGIN (3%), and throughput's CPU rule (below).
 - ``throughput``: the noise only (TunerOptions.plateau_margin, 0.5%), with the CPU rule: a
   result costing more CPU per Gb than the adaptive ITR must gain at least CPU_WORTH times the
-  rise (+10% CPU per Gb must buy +10% throughput, plus the noise margin). On a blind datagram
-  receiver (no return traffic, socket drops unknown) a costlier result must also beat the
-  adaptive ITR by BLIND_NOISE_Z standard errors of the search's own window noise.
+  rise (+10% CPU per Gb must buy +10% throughput, plus the noise margin).
 - ``efficiency``: margin EFFICIENCY_MARGIN (10%), intervals up to 1 ms, and never more CPU per
   Gb than the adaptive ITR unless a result measures cheaper per Gb, or faster at no more CPU
   per Gb, by more than the noise margin.
@@ -37,9 +35,6 @@ from vftune.rules import MARGIN_RANGE
 
 CPU_WORTH = 1.0  # throughput: a gain must be at least the rise in CPU per Gb
 BALANCED_MARGIN = 0.03  # balanced (the default): the lowest rate within 3% of the VF's best
-# A blind datagram receiver (no return traffic, socket drops unknown): under `throughput` more
-# interrupts must gain two standard errors of the search's own window noise (SearchTuner._begin).
-BLIND_NOISE_Z = 2.0
 EFFICIENCY_MARGIN = 0.10  # efficiency: merit within 10% of the best
 EFFICIENCY_CPU_WORTH = math.inf  # efficiency: never more CPU per Gb than the adaptive ITR
 LATENCY_MAX_INTERVAL_US = 100.0

@@ -54,11 +54,6 @@ class PortJudge:
         while self._recent[0][0] < w.end - self.memory_s - EPS:
             self._recent.popleft()
 
-    def forget(self) -> None:
-        """The port has been below its line rate for longer than a neighbour's probes leave it
-        (PortFreedWatch): from here on its saturation is judged on the windows to come."""
-        self._recent.clear()
-
     def saturated(self, w: Window) -> bool:
         if w.port_load is None:
             return False
@@ -101,54 +96,3 @@ class PortJudge:
             "capped_windows": capped_windows,
         }
 
-
-class PortFreedWatch:
-    """A held setting whose hold began with the VF taking its share of a saturated port: whether
-    the port has since stayed below its line rate for lasting_s.
-
-    A VF that takes its share of a saturated port is judged on that share, so its search looks
-    only for a cheaper rate that still holds it (PortJudge). When the neighbours that filled the
-    port stop, the VF may take more, and that cheaper rate can hold it down without its own load
-    changing class or rate by enough to start a search. The hold's first reference_windows
-    windows say whether it began confined (most of them on a saturated port whose share the VF
-    takes, as PortJudge found them; a small VF there is judged on its own throughput, so the
-    port did not bind it); a run of windows below the line rate for lasting_s, longer than a
-    neighbour's cold search leaves room, is a port that has been freed. Pure logic.
-    """
-
-    def __init__(self, saturation: float = 0.98, lasting_s: float = 15.0, reference_windows: int = 3) -> None:
-        if not 0 < saturation <= 1 or not lasting_s > 0 or reference_windows < 1:
-            raise ValueError(f"PortFreedWatch: saturation {saturation!r} must be in (0, 1], lasting_s "
-                             f"{lasting_s!r} > 0, reference_windows {reference_windows!r} >= 1")
-        self.saturation = saturation
-        self.lasting_s = lasting_s
-        self.reference_windows = reference_windows
-        self.reset()
-
-    def reset(self) -> None:
-        """A new hold begins: its first windows say whether the port confined the VF."""
-        self.began_confined: bool | None = None
-        self._first: list[bool] = []
-        self._free_s = 0.0
-
-    @property
-    def referencing(self) -> bool:
-        """Still reading the hold's first windows: only these need PortJudge's verdict."""
-        return self.began_confined is None
-
-    def observe(self, w: Window, confined: bool) -> bool:
-        """One held window, and whether PortJudge found the VF taking its share of a saturated
-        port in it (read only while `referencing`); True once a hold that began so has seen the
-        port below its line rate in every window for lasting_s."""
-        load = w.port_load
-        if load is None:
-            return False
-        if self.began_confined is None:
-            self._first.append(confined)
-            if len(self._first) >= self.reference_windows:
-                self.began_confined = 2 * sum(self._first) > len(self._first)
-            return False
-        if not self.began_confined:
-            return False
-        self._free_s = 0.0 if load >= self.saturation else self._free_s + w.duration
-        return self._free_s >= self.lasting_s - 1e-6

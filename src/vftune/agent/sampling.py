@@ -85,8 +85,7 @@ class RateDeriver:
     carried: dict[str, _VfRates] = field(default_factory=dict)
     carried_drops: dict[str, float] = field(default_factory=dict)  # guest -> its last drop rate
     # A port user's demand: its highest rx rate over this long. Longer than a neighbour's cold
-    # search, whose low probes come between higher ones; the tuner's PortFreedWatch
-    # (TunerOptions.port_freed_s) waits as long, so a neighbour's old peak is forgotten by then.
+    # search, whose low probes come between higher ones.
     share_memory_s: float = 15.0
     _recent: dict[str, deque[tuple[float, float]]] = field(default_factory=dict)
 

@@ -10,8 +10,7 @@
 Per VF:
 
     idle --(traffic)--> recall (a remembered class) | probing (an unseen class)
-    holding --(no traffic for a window)--> idle: the held setting stays, unless the load came
-        back as another kind after the last quiet spell: then the VF's own adaptive ITR
+    holding --(no traffic for a window)--> idle: the held setting stays
     probing --(search converged)--> holding; the class's best is remembered
     probing --(the class changed)--> the search is suspended for its class (resumed when the
         class returns) and the new class is recalled, resumed or searched; seen in a probe's
@@ -19,13 +18,10 @@ Per VF:
     holding --(N interrupts | M seconds)--> warm restart (bracket around the held rate)
     holding --(another class for a window | the rate moved for long)--> recall or search
     holding --(a recalled setting measures worse than remembered)--> forgotten, cold search
-    any --(loads change faster than a window and a settle time a few times over)--> adaptive:
-        the VF's own adaptive ITR until the load holds still for resume_s
 
 Every search measures the guest's adaptive ITR first when it starts from it (cold): the result
 must beat it (do no harm) and, under the throughput objective, must not cost more CPU per Gb
-unless its gain pays for it (objective.py documents the rule). On a blind datagram receiver
-(blind_receiver) a costlier result must also clear the search's own window noise.
+unless its gain pays for it (objective.py documents the rule).
 
 Decisions carry a Cause and structured fields (causes.py); their text is rendered from them.
 Pure logic: the agent supplies samples and applies decisions.
@@ -38,16 +34,15 @@ from dataclasses import dataclass, field, fields, replace
 from enum import StrEnum
 
 from vftune.agent.causes import Cause, TunerEvent
-from vftune.agent.change import Change, ChangeDetector, rel_change, same_shape
+from vftune.agent.change import Change, ChangeDetector, same_shape
 from vftune.agent.itr_search import ItrSearch, SearchConfig, bracket_from_capabilities
 from vftune.agent.memory import ClassMemory, HostProfiles, Profile, WorkloadClass, classify
-from vftune.agent.objective import BLIND_NOISE_Z, Goal, Objective
+from vftune.agent.objective import Goal
 from vftune.agent.policy import VfPolicy
-from vftune.agent.port import PortFreedWatch, PortJudge
+from vftune.agent.port import PortJudge
 from vftune.agent.restart import RestartClock
-from vftune.agent.siblings import SiblingWatch
 from vftune.agent.window import Window, WindowMeter, joined, starved
-from vftune.itr import itr_label, quantize_itr, same_itr
+from vftune.itr import quantize_itr, same_itr
 from vftune.model import Capabilities, ItrDecision, VfSample
 
 __all__ = ["Convergence", "Phase", "SearchTuner", "TunerOptions", "Window", "WindowMeter"]
@@ -82,50 +77,21 @@ class TunerOptions:
     quantize: bool = True  # probe only rates the 82599 can deliver (2.048-us steps)
     max_apply_misses: int = 3  # samples showing another ITR than the probe before giving up
     max_remeasures: int = 2  # windows in a row a probe measures again for idle spans inside them
-    # A search's result whose first confirm_windows held windows fall this far below what the
-    # search credited it with was measured at another load (a burst that ended): searched again.
-    confirm_margin: float = 0.15
-    confirm_windows: int = 2
     worse_margin: float = 0.25  # a recalled setting this far below its remembered throughput is
     # checked against one window of the adaptive ITR (and searched again if that does better)
     host_memory: bool = True  # a VF's unseen class starts from another VF's setting for it
-    # Hand back to the adaptive ITR when the last handback_changes load changes came on average
-    # sooner than handback_windows x (settle + window): nothing measured would hold long enough.
-    handback_changes: int = 4
-    handback_windows: float = 2.0
-    # A class whose search had this many probe windows in a row measure nothing (its load
-    # changed class or stopped inside each: the windows straddle its changes) gets the adaptive
-    # ITR as its setting, so the VF stops searching it while its other classes are tuned.
-    handback_unmeasured: int = 4
-    resume_s: float = 60.0  # after a handback: steady this long before tuning again
-    # A held setting is checked against one window of the adaptive ITR when the load of the
-    # guest's other VFs (which share its vCPUs) moves this many times, either way, for this long.
-    sibling_change: float = 2.0
-    sibling_change_s: float = 10.0
     port_saturation: float = 0.98  # a port loaded to this share of its line rate is saturated ...
     port_memory_s: float = 60.0  # ... and stays so this long after a window found it so
     port_gain: float = 0.01  # a VF taking its share must raise the port's total by this much
-    # A hold that began taking its share of a saturated port is checked against one window of
-    # the adaptive ITR once the port has been below its line rate this long: longer than a cold
-    # search, and no shorter than the rate deriver's share_memory_s, after which a neighbour's
-    # old peak no longer sets the VF's share.
-    port_freed_s: float = 15.0
     # Host CPU per forwarded interrupt (VM exit, vfio's handler, injection: a few microseconds
     # without posted interrupts), added to the guest's CPU when a setting's cost is judged.
     # An estimate, not a measurement of this host.
     host_irq_cost_s: float = 2e-6
     # A bound on the coalescing delay (us) for VFs whose goal gives none (the goal's wins).
     max_interval_us: float | None = None
-    # Mechanisms with no threshold of their own to switch them off, for the bench's ablation
-    # (`vftune bench --ablate`): each True in the product.
-    idle_handback: bool = True  # _idle: a load that came back as another kind gets the adaptive ITR
-    burst_reference: bool = True  # _reference_was_a_burst: a change back to the searched load is no change
-    blind_check: bool = True  # blind_receiver: a costlier rate must clear the window noise
-    host_fit_check: bool = True  # _check_fit: another VF's setting recalled is checked one step up
 
     def __post_init__(self) -> None:
-        positive = ("window_s", "adaptive_windows", "tolerance", "warm_span", "restart_s", "handback_windows", "max_interval_us",
-                    "sibling_change_s", "port_freed_s")
+        positive = ("window_s", "adaptive_windows", "tolerance", "warm_span", "restart_s", "max_interval_us")
         for f in fields(self):
             value = getattr(self, f.name)
             if isinstance(value, bool) or value is None:
@@ -135,12 +101,11 @@ class TunerOptions:
             if f.name in positive and value == 0:
                 raise ValueError(f"tuner option {f.name} must be > 0, got {value!r}")
         for name in ("restart_interrupts", "change_windows", "recall_windows", "max_apply_misses",
-                     "max_probes", "reference_windows", "handback_changes", "handback_unmeasured", "confirm_windows"):
+                     "max_probes", "reference_windows"):
             if getattr(self, name) < 1:
                 raise ValueError(f"tuner option {name} must be >= 1, got {getattr(self, name)!r}")
-        for name in ("warm_span", "sibling_change"):
-            if getattr(self, name) <= 1:
-                raise ValueError(f"tuner option {name} must be > 1, got {getattr(self, name)!r}")
+        if self.warm_span <= 1:
+            raise ValueError(f"tuner option warm_span must be > 1, got {self.warm_span!r}")
 
     @classmethod
     def from_mapping(cls, values: dict[str, object] | None) -> TunerOptions:
@@ -169,26 +134,10 @@ class Convergence:
     best: int
 
 
-# Return packets below this share of the received ones: datagrams, nothing acknowledged.
-BLIND_RETURN_SHARE = 0.02
-
-
-def blind_receiver(w: Window) -> bool:
-    """A datagram receiver whose socket drops the host cannot see: no return traffic (a TCP
-    receiver acknowledges, and its sender slows to what the application reads) and no guest
-    agent's counts. Its ring counters rise with any rate that takes more off the ring, also
-    when the interrupts that does it leave the application less CPU than it needs, and a
-    burst that lifted one window looks the same: a costlier rate must clear the search's own
-    noise before it is kept (SearchConfig.noise_z)."""
-    return (w.dropped_bits is None and w.rx_packets > 0
-            and w.tx_packets < BLIND_RETURN_SHARE * w.rx_packets)
-
-
 class Phase(StrEnum):
     IDLE = "idle"
     PROBING = "probing"
     HOLDING = "holding"
-    ADAPTIVE = "adaptive"  # handed back: the VF's own adaptive ITR while loads flip
 
 
 @dataclass
@@ -198,8 +147,6 @@ class _Search:
     search: ItrSearch
     klass: WorkloadClass | None
     started: float
-    confirming: bool = False  # a search again of a result that did not hold: its own is not checked
-    own: bool = False  # a search of a class whose host setting does not fit this VF: its result stays its own
     capped: int = 0  # windows credited with the VF's port share only
     judged: int = 0
     # Each probed rate's class as last measured: the load's class at the chosen rate is what
@@ -210,8 +157,7 @@ class _Search:
 # Restart causes as the benchmark counts them.
 _RESTART_KEYS = {Cause.RESTART_PERIODIC: "periodic", Cause.RESTART_LOAD: "load",
                  Cause.RESTART_IN_SEARCH: "in_search", Cause.RESTART_WORSE: "worse",
-                 Cause.RESTART_STARVED: "starved", Cause.RESTART_UNCONFIRMED: "unconfirmed",
-                 Cause.RESTART_MISFIT: "misfit"}
+                 Cause.RESTART_STARVED: "starved"}
 
 
 class SearchTuner(VfPolicy):
@@ -240,8 +186,6 @@ class SearchTuner(VfPolicy):
         self.changes = ChangeDetector(o.min_throughput_bps, o.load_change, o.load_change_s, o.change_windows,
                                       o.reference_windows)
         self.port = PortJudge(o.port_saturation, o.port_memory_s, o.port_gain, o.margin)
-        self.siblings = SiblingWatch(o.sibling_change, o.sibling_change_s, reference_windows=o.reference_windows)
-        self.port_freed = PortFreedWatch(o.port_saturation, o.port_freed_s, o.reference_windows)
         self.clock = RestartClock(pci, o.restart_interrupts, o.restart_s, o.restart_jitter)
         self.profiles = profiles or HostProfiles()
         self.memory: ClassMemory = self.profiles.for_vf(pci)
@@ -255,34 +199,18 @@ class SearchTuner(VfPolicy):
         self.searches = 0
         self.restarts: dict[str, int] = dict.fromkeys(_RESTART_KEYS.values(), 0)
         self.recalls = 0
-        self.handbacks = 0
         self.last_restart_reason: str | None = None
         self.last_event: TunerEvent | None = None
         self.events: list[TunerEvent] = []
         self.convergences: list[Convergence] = []
         self._misses = 0
         self._remeasures = 0  # windows in a row of this probe measured again (idle spans inside)
-        # Per load shape (WorkloadClass.shape): its searches' windows in a row that measured nothing.
-        self._unmeasured: dict[tuple[str, str, str], int] = {}
         # Per load shape: slices of the adaptive ITR's windows that held the load (_gather).
         self._slices: dict[tuple[str, str, str], list[Window]] = {}
         self._recalled: Profile | None = None  # the profile in force after a recall, until verified
         self._recall_window: Window | None = None  # the recalled setting's window, while adaptive is measured
-        self._check_margin = o.margin  # what the adaptive ITR must gain over that window to search again
-        self._recall_source = ""  # whose setting the recall is: "this VF", "host"
-        # A host-recalled setting's window, the higher rate it is checked against and that
-        # rate's window once measured, until the setting's second window is in.
-        self._fit_probe: tuple[Window, int, Window | None] | None = None
-        # The host's setting per class this VF last checked, and whether it fits (False: holds
-        # it down). One per class: a setting the host replaces is checked again.
-        self._host_fit: dict[WorkloadClass, tuple[int, bool]] = {}
-        # A result, its search's figure and the held windows so far below it, until it holds.
-        self._unconfirmed: tuple[int, float, int] | None = None
-        self._load_changes: list[float] = []  # times the load changed class (acted on)
-        self._steady_since: float | None = None  # in ADAPTIVE: since when the class held
         self._last_window: Window | None = None
         self._last_search: _Search | None = None
-        self._after_idle: WorkloadClass | None = None  # what the load came back as, last time
 
     @property
     def search(self) -> ItrSearch | None:
@@ -350,7 +278,6 @@ class SearchTuner(VfPolicy):
             "suspended_searches": len(self.suspended),
             "searches": self.searches,
             "recalls": self.recalls,
-            "handbacks": self.handbacks,
             "last_restart_reason": self.last_restart_reason,
             "last_event": self.last_event.text() if self.last_event else None,
             "last_cause": self.last_event.cause.value if self.last_event else None,
@@ -381,11 +308,11 @@ class SearchTuner(VfPolicy):
             return (*mine, "this VF")
         if self.options.host_memory:
             shared = self.profiles.host.nearest(klass)
-            if shared is not None and self._host_fit.get(shared[0]) != (shared[1].itr, False):
+            if shared is not None:
                 return (*shared, "host")
         return None
 
-    # ---- idle, holding and adaptive ---------------------------------------------------
+    # ---- idle and holding --------------------------------------------------------------
 
     def _step_other(self, s: VfSample) -> TunerEvent | None:
         w = self._measure(s)
@@ -395,29 +322,10 @@ class SearchTuner(VfPolicy):
         if self.phase is Phase.IDLE:
             if w.bps < self.options.min_throughput_bps:
                 return self._starved(s, w) if starved(w) else None
-            klass = classify(w)
-            self._after_idle = klass or self._after_idle
-            return self._new_load(s, w, klass, Cause.START)
-        if self.phase is Phase.ADAPTIVE:
-            return self._step_adaptive(s, w)
+            return self._new_load(s, w, classify(w), Cause.START)
         if self._recalled is not None:
             checked = self._check_recall(s, w)
-            if checked is not None or self._recall_window is not None or self._fit_probe is not None:
-                return checked
-        if self._unconfirmed is not None:
-            checked = self._check_result(s, w)
-            if checked is not None:
-                return checked
-        if self.siblings.observe(w):
-            checked = self._check_context(s, w, "the guest's other VFs changed load")
-            if checked is not None:
-                return checked
-        if self.port_freed.observe(w, self.port_freed.referencing and self._confined(w)):
-            # Room that lasted longer than neighbours' probes leave is the VF's to take: the
-            # port's earlier saturation no longer confines its checks and searches.
-            self.port.forget()
-            checked = self._check_context(s, w, "the port is no longer saturated")
-            if checked is not None:
+            if checked is not None or self._recall_window is not None:
                 return checked
         change = self.changes.observe(w, self._windows_for)
         if change is None:
@@ -430,11 +338,12 @@ class SearchTuner(VfPolicy):
             if event is not None:
                 return event
         if change.kind in ("idle", "starved"):
-            held, self.held_class = self.held_class, None
+            self.held_class = None
             self.phase = Phase.IDLE
-            self._recalled = self._unconfirmed = None
+            self._recalled = None
             self.meter.start(s.t, 0.0)
-            return self._idle(s, round(change.baseline.bps / 1e6, 2), held)
+            self._note(s.t, Cause.IDLE, mbps=round(change.baseline.bps / 1e6, 2), itr=s.itr)
+            return None
         if change.kind == "reference":
             self.held_class = change.klass or self.held_class
             why: dict[str, object] = ({"held_share": change.seen_share} if change.evidence == "level_seen"
@@ -443,11 +352,6 @@ class SearchTuner(VfPolicy):
                        mbps=round(change.baseline.bps / 1e6), **why)
             return None
         if change.kind == "rate":
-            if self.options.burst_reference and self._reference_was_a_burst(change):
-                self.changes.reset(self.held_class)
-                self._note(s.t, Cause.REFERENCE, change=change.rate_change, lasted_s=round(change.lasted_s),
-                           itr=s.itr, mbps=round(change.baseline.bps / 1e6))
-                return None
             return self._begin(s, Cause.RESTART_LOAD, warm=False, baseline=change.baseline, klass=change.klass,
                                what=f"rate {change.rate_change:+.0%} for {change.lasted_s:.0f} s")
         return self._new_load(s, change.baseline, change.klass, Cause.RESTART_LOAD)
@@ -470,40 +374,11 @@ class SearchTuner(VfPolicy):
             self.memory.forget(self.held_class)
             self.profiles.host.forget(self.held_class)
 
-    def _idle(self, s: VfSample, mbps: float, held: WorkloadClass | None) -> TunerEvent | None:
-        """The VF went idle. A load that comes back as it went finds its setting in force, but
-        when the load came back as another kind after the last quiet spell (a job that
-        computes, exchanges small messages, then streams), the rate held for this one would
-        carry that one's first window, and a jumbo flow's 1000/s starves a ping-pong: the VF
-        then runs its guest's adaptive ITR until traffic returns, and the load is recalled
-        after its first window as from any setting."""
-        nxt = self._after_idle
-        if not self.options.idle_handback or s.itr == 0 or held is None or nxt is None or same_shape(held, nxt):
-            self._note(s.t, Cause.IDLE, mbps=mbps, itr=s.itr)
-            return None
-        self.held_itr = 0
-        return TunerEvent(s.t, Cause.IDLE, {"mbps": mbps, "left": s.itr, "next": str(nxt), "set": 0})
-
-    def _reference_was_a_burst(self, change: Change) -> bool:
-        """Whether a lasting change of rate only returns to the load the held setting was
-        measured at in its search: the reference windows, taken right after it, fell in a burst."""
-        known = self.memory.nearest(self.held_class) if self.held_class is not None else None
-        if known is None or not same_itr(known[1].itr, self.held_itr or 0) or known[1].bps <= 0:
-            return False
-        return rel_change(change.baseline.app_bps, known[1].bps) <= self.options.load_change / 2
-
     def _new_load(self, s: VfSample, w: Window, klass: WorkloadClass | None, cause: Cause) -> TunerEvent | None:
         """The load is of another class, seen in window `w` (while idle or holding, or under a
         search, whose measurements are kept for its class): recall the class's setting, resume
-        its search, hand the VF back to its adaptive ITR when loads flip, or search."""
-        if cause is not Cause.START:
-            self._load_changes.append(w.end)
-            del self._load_changes[:-self.options.handback_changes - 1]
-        if cause is Cause.RESTART_IN_SEARCH and self.active is not None:
-            self._wasted(w, self.active.klass)
+        its search, or search."""
         self._suspend()
-        if cause is not Cause.START and self._flapping():
-            return self._handback(s, klass)
         known = self._profile(klass)
         if known is not None and known[0] != self.held_class:
             return self._recall(s, *known)
@@ -511,78 +386,6 @@ class SearchTuner(VfPolicy):
             return self._resume(s, self.suspended.pop(klass))
         return self._begin(s, cause, warm=False, baseline=w, klass=klass,
                            what=f"load changed to {klass}", mbps=round(w.bps / 1e6), klass_name=str(klass))
-
-    def _wasted(self, w: Window, klass: WorkloadClass | None) -> Profile | None:
-        """A window of `klass`'s search measured nothing: its load changed class or stopped
-        inside it. After handback_unmeasured such windows in a row no search of the class can
-        finish (its load never holds for one window): the class gets the adaptive ITR as this
-        VF's setting, returned, and is searched again only when a periodic restart comes."""
-        if klass is None:
-            return None
-        wasted = self._unmeasured.get(klass.shape, 0) + 1
-        if wasted < self.options.handback_unmeasured:
-            self._unmeasured[klass.shape] = wasted
-            return None
-        self._measured(klass)
-        self.suspended.pop(klass, None)
-        if self.active is not None and self.active.klass == klass:
-            self.active.klass = None  # not suspended again for the class
-        given = Profile(0, w.app_bps, None, w.end)
-        self.memory.remember(klass, given)
-        self.handbacks += 1
-        self._note(w.end, Cause.HANDBACK, klass=str(klass), unmeasured=wasted)
-        return given
-
-    def _measured(self, klass: WorkloadClass | None) -> None:
-        if klass is not None:
-            self._unmeasured.pop(klass.shape, None)
-
-    def _flapping(self) -> bool:
-        o = self.options
-        times = self._load_changes
-        if len(times) <= o.handback_changes - 1:
-            return False
-        dwell = (times[-1] - times[-o.handback_changes]) / (o.handback_changes - 1)
-        return dwell < o.handback_windows * (o.settle_s + self.window_s)
-
-    def _handback(self, s: VfSample, klass: WorkloadClass | None) -> TunerEvent:
-        o = self.options
-        times = self._load_changes[-o.handback_changes:]
-        span = times[-1] - times[0]
-        self._suspend()
-        self.phase = Phase.ADAPTIVE
-        self.handbacks += 1
-        self.held_itr = 0
-        self.held_class = klass
-        self._recalled = None
-        self._unconfirmed = None
-        self._steady_since = s.t
-        self.changes.reset(klass)
-        self._watch_hold()
-        self.meter.start(s.t, o.settle_s)
-        return TunerEvent(s.t, Cause.HANDBACK, {"changes": len(times), "span_s": round(span),
-                                                 "dwell_s": round(span / max(1, len(times) - 1), 1),
-                                                 "set": 0})
-
-    def _step_adaptive(self, s: VfSample, w: Window) -> TunerEvent | None:
-        """Handed back: watch the load's class; once it holds for resume_s, tune again."""
-        if w.bps < self.options.min_throughput_bps:
-            self._steady_since = w.end
-            return None
-        klass = classify(w, self.held_class)
-        if klass != self.held_class:
-            self.held_class = klass
-            self._steady_since = w.start
-            return None
-        if self._steady_since is not None and w.end - self._steady_since >= self.options.resume_s:
-            self._load_changes = []
-            steady = round(w.end - self._steady_since)
-            known = self._profile(klass)
-            if known is not None:
-                return self._recall(s, *known)
-            return self._begin(s, Cause.RESUME, warm=False, baseline=w, klass=klass, steady_s=steady,
-                               klass_name=str(klass))
-        return None
 
     def _recall(self, s: VfSample, klass: WorkloadClass, profile: Profile, source: str) -> TunerEvent:
         self._suspend()
@@ -594,11 +397,7 @@ class SearchTuner(VfPolicy):
         self.probe_itr = None
         self._recalled = profile
         self._recall_window = None
-        self._recall_source = source
-        self._fit_probe = None
-        self._unconfirmed = None
         self.changes.reset(klass)
-        self._watch_hold()
         self.clock.reset(self.searches)
         moved = not same_itr(profile.itr, s.itr)
         self.meter.start(s.t, self.options.settle_s if moved else 0.0)
@@ -613,169 +412,37 @@ class SearchTuner(VfPolicy):
         one window of the VF's adaptive ITR at the same load tells them apart. If the adaptive
         ITR beats the remembered setting by more than the noise margin, the setting measures
         worse: it is forgotten and the class searched again; otherwise it is put back and its
-        remembered throughput follows the load. A setting another VF found (the host's memory)
-        is then checked for this VF (_check_fit)."""
+        remembered throughput follows the load."""
         profile = self._recalled
         assert profile is not None
         if w.bps < self.options.min_throughput_bps:
             return None
-        if self._fit_probe is not None:
-            return self._judge_fit(s, w, profile)
         # A profile remembers what its setting delivered (the search's measure: what reached the
         # applications), so that is what a window is compared with.
         if self._recall_window is None:
             if w.app_bps >= profile.bps * (1.0 - self.options.worse_margin):
-                return self._check_fit(s, w, profile, None)  # as good as remembered
+                self._recalled = None  # as good as remembered
+                return None
             if profile.itr == 0:
                 self._recalled = None
                 profile.bps = w.app_bps
                 return None
             self._recall_window = w
-            self._check_margin = self.options.margin
             self.meter.start(s.t, self.options.settle_s)
             return TunerEvent(s.t, Cause.PROBE, {"n": 1, "of": 1, "itr": 0, "role": "checking the recalled setting",
                                                  "set": 0})
         recalled, self._recall_window = self._recall_window, None
-        if w.app_bps > recalled.app_bps * (1.0 + self._check_margin):
+        if w.app_bps > recalled.app_bps * (1.0 + self.options.margin):
             self._recalled = None
             klass = self.held_class
             self._forget_held_class()
             return self._begin(s, Cause.RESTART_WORSE, warm=False, baseline=w, klass=klass, klass_name=str(klass),
                                itr=profile.itr, change=recalled.app_bps / w.app_bps - 1.0)
         profile.bps = recalled.app_bps
-        return self._check_fit(s, recalled, profile, "kept: the adaptive ITR does no better")
-
-    def _check_context(self, s: VfSample, w: Window, why: str) -> TunerEvent | None:
-        """What the held rate was searched for moved while the VF's own load did not: the
-        guest's other VFs changed load for sibling_change_s (SiblingWatch: the CPU the guest has
-        left for this VF), or a saturated port whose share the VF took when the hold began has
-        been below its line rate for port_freed_s (PortFreedWatch: the share it was held to).
-        One window of the adaptive ITR beside the held one tells whether it still does as well;
-        the recall's check (_check_recall) then searches the class again or puts the setting
-        back. Not for the adaptive ITR itself, nor on a saturated port whose share the VF takes."""
-        self._watch_hold()
-        klass, itr = self.held_class, self.held_itr
-        if klass is None or not itr or self._confined(w):
-            return None
-        mine = self.memory.get(klass)
-        self._recalled = mine if mine is not None and same_itr(mine.itr, itr) else Profile(itr, w.app_bps, None, s.t)
-        self._recall_window = w
-        # One window each, a second apart, on a load whose neighbours just moved: the adaptive
-        # ITR must beat the held rate by more than such windows move (the fit check's margin).
-        self._check_margin = self.options.confirm_margin
-        self._recall_source = "this VF"
-        self._fit_probe = None
+        self._recalled = None
         self.meter.start(s.t, self.options.settle_s)
-        return TunerEvent(s.t, Cause.PROBE, {"n": 1, "of": 1, "itr": 0, "set": 0,
-                                             "role": f"checking the held setting: {why}"})
-
-    def _check_fit(self, s: VfSample, recalled: Window, profile: Profile, kept: str | None) -> TunerEvent | None:
-        """A recalled setting that held up: when another VF found it (the host's memory), a
-        window at warm_span^2 times its rate and one more at the setting tell whether it fits
-        this VF too. A class says what a load looks like on the counters, not how it answers the
-        rate: a window-limited flow and an autotuned one are both bulk, a 2-deep and a 32-deep
-        ping-pong both rr, and the rate that is the plateau's edge for one holds the other down.
-        Only a higher rate is tried: a lower one is the CPU rule's saving, which the finder's
-        search already looked for. Under the adaptive ITR the rate it ran is the base (when the
-        host sees it). Not on a saturated port whose share the VF takes: more interrupts there
-        can only take from its neighbours (PortJudge), so no search of it looks higher either.
-        `kept` is the recall's note when the adaptive ITR was measured in between (the setting
-        is then put back)."""
-        base = profile.itr if profile.itr > 0 else recalled.interrupt_rate or 0.0
-        up = quantize_itr(base * self.options.warm_span ** 2) if base > 0 else 0
-        klass = self.held_class
-        if (not self.options.host_fit_check or self._recall_source != "host"
-                or not 0 < base < up <= self.full_bracket[1] or klass is None
-                or self._host_fit.get(klass, (None, False))[0] == profile.itr or self._confined(recalled)):
-            self._recalled = None
-            if kept is None:
-                return None
-            self.meter.start(s.t, self.options.settle_s)
-            return TunerEvent(s.t, Cause.RECALL, {"klass": str(klass), "itr": profile.itr,
-                                                  "source": kept, "set": profile.itr})
-        self._fit_probe = (recalled, up, None)
-        self.meter.start(s.t, self.options.settle_s)
-        return TunerEvent(s.t, Cause.PROBE, {"n": 1, "of": 2, "itr": up,
-                                             "role": "does the host's setting fit this VF?", "set": up})
-
-    def _watch_hold(self) -> None:
-        """A hold begins (or its context was just checked): what it began with is the level."""
-        self.siblings.reset()
-        self.port_freed.reset()
-
-    def _confined(self, w: Window) -> bool:
-        """On a saturated port and taking its share of it (PortJudge)."""
-        verdict = self.port.judge(w)
-        return verdict.saturated and verdict.takes_share
-
-    def _judge_fit(self, s: VfSample, w: Window, profile: Profile) -> TunerEvent | None:
-        """The higher rate's window against both windows at the host's setting, before and
-        after it (a load that moves under the check moves both): a gain over the better of them
-        beyond confirm_margin (more than loads move between windows a second apart) that the
-        objective's CPU rule would pay for says the setting holds this VF down, and this VF's
-        own search starts, from the host's setting (its better window: the incumbent) upwards;
-        its result stays this VF's (the finder's setting is right for the finder), and the
-        host's setting is not recalled for it again (a search cut short resumes). Otherwise
-        the setting stays, and is not checked again for this VF while the host keeps it, unless
-        the port filled meanwhile (a gain could not show): then the next recall checks again."""
-        assert self._fit_probe is not None
-        recalled, up, higher = self._fit_probe
-        if higher is None:
-            if not same_itr(w.itr, up):
-                return None  # not at the higher rate yet
-            self._fit_probe = (recalled, up, w)
-            self.meter.start(s.t, self.options.settle_s)
-            return TunerEvent(s.t, Cause.PROBE, {"n": 2, "of": 2, "itr": profile.itr,
-                                                 "role": "the host's setting again", "set": profile.itr})
-        if not same_itr(w.itr, profile.itr):
-            return None
-        self._fit_probe = self._recalled = None
-        klass = self.held_class
-        best = max(recalled, w, key=lambda x: x.app_bps)
-        gain = higher.app_bps / best.app_bps - 1.0 if best.app_bps > 0 else math.inf
-        before, after = (best.cpu_per_bit(self.options.host_irq_cost_s),
-                         higher.cpu_per_bit(self.options.host_irq_cost_s))
-        rise = after / before - 1.0 if before and after is not None else 0.0
-        worth = self.search_config.cpu_worth
-        pays = worth is None or rise <= 0.0 or gain >= worth * rise
-        if gain > self.options.confirm_margin and pays and klass is not None:
-            self._host_fit[klass] = (profile.itr, False)  # not recalled again: its own search resumes
-            event = self._begin(s, Cause.RESTART_MISFIT, warm=False, baseline=best, klass=klass,
-                                floor=profile.itr, klass_name=str(klass), itr=profile.itr, up=up, change=gain)
-            if self.active is not None:
-                self.active.own = True
-            return event
-        if klass is not None and not (self._confined(higher) or self._confined(w)):
-            self._host_fit[klass] = (profile.itr, True)
-        return TunerEvent(s.t, Cause.RECALL, {"klass": str(klass), "itr": profile.itr,
-                                              "source": f"kept for this VF: {itr_label(up)} gains {gain:+.0%}"})
-
-    def _check_result(self, s: VfSample, w: Window) -> TunerEvent | None:
-        """The first windows held at a search's result: do they deliver what the search credited
-        it with? A search compares windows taken seconds apart, so a burst that lifted some of
-        them and then ended makes the rates it lifted win; the held windows, at the same rate,
-        show the load without it. When the first confirm_windows of them all fall more than
-        confirm_margin below the credited figure (half the load change a hold restarts on; more
-        than one window, so one noisy window is not enough), the search compared loads, not
-        rates: its result is forgotten and the class searched again. The search again is not
-        checked in turn (a load that keeps moving would search forever; the change detector and
-        the restart clock look after it)."""
-        itr, figure, lows = self._unconfirmed or (0, 0.0, 0)
-        if not same_itr(w.itr, itr):
-            return None  # not at the result yet
-        self._unconfirmed = None
-        klass = classify(w, self.held_class)
-        if w.bps < self.options.min_throughput_bps or klass is None or self.held_class is None or not same_shape(
-                klass, self.held_class):
-            return None  # another load: the change detector's
-        if w.app_bps >= figure * (1.0 - self.options.confirm_margin):
-            return None
-        if lows + 1 < self.options.confirm_windows:
-            self._unconfirmed = (itr, figure, lows + 1)
-            return None
-        self._forget_held_class()
-        return self._begin(s, Cause.RESTART_UNCONFIRMED, warm=False, baseline=w, klass=self.held_class, itr=itr,
-                           change=w.app_bps / figure - 1.0, mbps=round(w.app_bps / 1e6))
+        return TunerEvent(s.t, Cause.RECALL, {"klass": str(self.held_class), "itr": profile.itr,
+                                              "source": "kept: the adaptive ITR does no better", "set": profile.itr})
 
     # ---- probing ----------------------------------------------------------------------
 
@@ -804,10 +471,8 @@ class SearchTuner(VfPolicy):
         if w.bps < self.options.min_throughput_bps and starved(w):
             # The probed rate livelocks the guest: it delivered nothing, which is its measure.
             search.tell(self.probe_itr, 0.0)
-            self._measured(self.active.klass)
             return self._next_probe(s)
         if w.bps < self.options.min_throughput_bps:
-            self._wasted(w, self.active.klass)
             self._suspend()  # its measurements stay valid when the class comes back
             self.active = self._last_search
             return self._abort(s, f"VF idle during probe ({w.bps / 1e6:.2f} Mbit/s)")
@@ -818,10 +483,6 @@ class SearchTuner(VfPolicy):
             # the setting (a bulk load going idle halfway reads as half the throughput). The next
             # window tells: idle aborts the probe, busy measures it.
             self._remeasures += 1
-            klass = self.active.klass
-            given = self._wasted(w, klass)
-            if given is not None and klass is not None:
-                return self._recall(s, klass, given, "this VF")
             return TunerEvent(w.end, Cause.REMEASURE, {"itr": self.probe_itr, "mbps": round(w.bps / 1e6, 1)})
         self._remeasures = 0
         klass = classify(w, self.active.klass)
@@ -839,7 +500,6 @@ class SearchTuner(VfPolicy):
                        mbps=round(w.bps / 1e6))
         search.tell(self.probe_itr, verdict.credited_bps, w.cpu_per_bit(self.options.host_irq_cost_s),
                     scale=w.bps if w.dropped_bits else None, interrupt_rate=w.interrupt_rate)
-        self._measured(self.active.klass)
         if self.probe_itr == 0 and self.active.klass is not None:
             self._slices.pop(self.active.klass.shape, None)  # the adaptive ITR is measured
         return self._next_probe(s)
@@ -873,7 +533,6 @@ class SearchTuner(VfPolicy):
         shape = self.active.klass.shape
         kept = [x for x in self._slices.get(shape, ()) if part.end - x.end < o.load_change_s] + [part]
         self._slices[shape] = kept[-o.adaptive_windows:]
-        self._measured(self.active.klass)  # a part of the window measured the load
         if len(kept) < o.adaptive_windows:
             return None  # (a window measured in one piece shows one slice fewer than it holds)
         del self._slices[shape]
@@ -897,9 +556,8 @@ class SearchTuner(VfPolicy):
                                               {"what": f"load back to {suspended.klass}: search resumed"}))
 
     def _begin(self, s: VfSample, cause: Cause, warm: bool, baseline: Window | None,
-               klass: WorkloadClass | None, floor: int | None = None, **values: object) -> TunerEvent | None:
-        """Start a search. `floor`: a setting measured in `baseline` that holds the VF down (a
-        host setting that does not fit it): the incumbent, and the search looks only above it."""
+               klass: WorkloadClass | None, **values: object) -> TunerEvent | None:
+        """Start a search."""
         o = self.options
         low, high = self.full_bracket
         # A warm restart brackets the rate in force; under the adaptive ITR (0) that is the
@@ -907,7 +565,7 @@ class SearchTuner(VfPolicy):
         # the adaptive ITR: a rate in force then is another load's (a probe of the search the
         # load left, or the setting held for it), no centre for this one.
         adaptive_rate = baseline.interrupt_rate if baseline is not None and baseline.itr == 0 else None
-        centre = None if floor is not None else s.itr if warm and s.itr > 0 else adaptive_rate
+        centre = s.itr if warm and s.itr > 0 else adaptive_rate
         verdict = self.port.judge(baseline) if baseline is not None else None
         confined = verdict is not None and verdict.takes_share
         if centre and (confined or warm):
@@ -921,10 +579,8 @@ class SearchTuner(VfPolicy):
                 low, high = self.full_bracket
         # A cold search measures the guest's own adaptive ITR first (do no harm; the CPU rule),
         # in a window of its own: the window that showed the new load straddles the change.
-        incumbent = floor if floor is not None else s.itr if warm else 0
-        if floor is not None:
-            low = max(low, floor)
-        same = (warm or floor is not None) and baseline is not None and same_itr(baseline.itr, incumbent) and (
+        incumbent = s.itr if warm else 0
+        same = warm and baseline is not None and same_itr(baseline.itr, incumbent) and (
             baseline.bps > 0)
         incumbent_bps = verdict.credited_bps if same and verdict is not None else None
         config = self.search_config
@@ -932,9 +588,6 @@ class SearchTuner(VfPolicy):
             # A tie goes to the shorter delay only where the VF answers: a receive-heavy load at
             # more interrupts than it needs risks livelock its ring counters do not show.
             config = replace(config, ties_up=False)
-        if (self.goal.objective is Objective.THROUGHPUT and o.blind_check and baseline is not None
-                and blind_receiver(baseline)):
-            config = replace(config, noise_z=BLIND_NOISE_Z)
         search = ItrSearch(
             low, high, config=config, incumbent=incumbent,
             incumbent_throughput=incumbent_bps,
@@ -943,11 +596,10 @@ class SearchTuner(VfPolicy):
             cost_margin=verdict.cost_margin if verdict is not None and verdict.saturated else None,
         )
         self.searches += 1
-        self.active = self._last_search = _Search(search, klass, s.t, confirming=cause is Cause.RESTART_UNCONFIRMED)
+        self.active = self._last_search = _Search(search, klass, s.t)
         self.phase = Phase.PROBING
         self.held_class = klass
         self._recalled = None
-        self._unconfirmed = None
         if cause in _RESTART_KEYS:
             self.restarts[_RESTART_KEYS[cause]] += 1
         values.update(low=int(low), high=int(high))
@@ -1004,17 +656,14 @@ class SearchTuner(VfPolicy):
             if measured:
                 profile = Profile(best, measured, search.cpu_per_bit(best), s.t)
                 self.memory.remember(klass, profile)
-                if self.options.host_memory and not self.active.own:
+                if self.options.host_memory:
                     self.profiles.host.remember(klass, replace(profile))
-        figure = search.score(best) if best in search.scores() else None
-        self._unconfirmed = (best, figure, 0) if best > 0 and figure and not self.active.confirming else None
         self.phase = Phase.HOLDING
         self.held_itr = best
         self.held_class = klass
         self.active = None
         self.probe_itr = None
         self.changes.reset(klass)
-        self._watch_hold()
         self.clock.reset(self.searches)
         moved = not same_itr(best, s.itr)
         self.meter.start(s.t, self.options.settle_s if moved else 0.0)

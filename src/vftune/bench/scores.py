@@ -532,20 +532,15 @@ def tuner_figures(made: dict[str, Recording], segments: list[tuple[float, float]
         for cause, n in tuner.restarts.items():
             restarts[cause] = restarts.get(cause, 0) + n
         restarts["recall"] = restarts.get("recall", 0) + tuner.recalls
-        restarts["handback"] = restarts.get("handback", 0) + tuner.handbacks
         unasked += unasked_changes(rec)
     return {
         "search_probes_cold": max(cold_probes) if cold_probes else None,
         "search_probes_phase": max(phase_probes) if phase_probes else None,
         "restarts_periodic": restarts.get("periodic", 0),
         # Every change a load change asked for: searches (a held rate that came to livelock the
-        # guest's included, and a recalled host setting's that did not fit), recalls of a
-        # remembered class, handbacks.
-        "restarts_load": sum(restarts.get(k, 0) for k in ("load", "worse", "misfit", "starved", "recall",
-                                                          "handback")),
+        # guest's included), recalls of a remembered class.
+        "restarts_load": sum(restarts.get(k, 0) for k in ("load", "worse", "starved", "recall")),
         "restarts_in_search": restarts.get("in_search", 0),
-        # Results searched again because they held below what their search measured (a burst).
-        "restarts_unconfirmed": restarts.get("unconfirmed", 0),
         "unasked_changes": unasked,
     }
 
