@@ -95,7 +95,7 @@ def test_a_phase_change_is_reported_as_reconvergence():
 
 def test_an_efficiency_margin_runs_beside_the_named_policies():
     # What a config rule's margin would buy on a host, before an operator sets it:
-    # on mixed-host a 25% margin spends less CPU per Gb than the objective's own 2%, and gives
+    # on mixed-host a 25% margin spends less CPU per Gb than the objective's own 10%, and gives
     # up no more than the 25% it allows.
     body = bench_json("--scenario", "mixed-host", "--policy", "vftune-efficiency", "--policy",
                       "vftune-efficiency:0.25", "--duration", "120")
@@ -143,7 +143,7 @@ def test_usage_errors_name_the_value_and_exit_2():
     for args, needle in ((["--scenario", "paper-99vm"], "paper-99vm"), (["--policy", "magic"], "magic"),
                          (["--duration", "5"], "'--duration': 5 is out"), (["--jobs", "0"], "'--jobs': 0 is out"),
                          (["--seeds", "4-1"], "4-1"), (["--seeds", "x"], "'x'"), (["--seed", "1", "--seeds", "0-2"], "--seeds"),
-                         (["--policy", "vftune-efficiency:0.9"], "0..0.5"), (["--policy", "vftune:0.05"], "vftune:0.05"),
+                         (["--policy", "vftune-efficiency:0.9"], "0..0.5"), (["--policy", "vftune-latency:0.05"], "latency:0.05"),
                          (["--policy", "vftune-efficiency:lots"], "lots"), (["--policy", "frontier:9999"], "9999")):
         result = runner.invoke(cli, ["bench", *args])
         assert result.exit_code == 2, (args, result.output)

@@ -83,6 +83,11 @@ class SyntheticVf:
                 self.itr = quantize_itr(d.itr) if d.itr else 0
 
 
+def at_the_knee(f: Callable[[float], float], held: float, peak: float) -> bool:
+    """Where balanced (the default) holds: the fewest interrupts within 3% of the peak's merit."""
+    return f(held) >= 0.97 * f(peak) * 0.995 and held <= peak * 1.05
+
+
 def caps(refresh: float = 2.0) -> Capabilities:
     return Capabilities(backend="synthetic", vf_itr=True, counter_refresh_s=refresh)
 
@@ -93,7 +98,8 @@ def test_cold_search_converges_near_the_peak_and_then_holds_still():
     vf.run(tuner, 120)
     st = tuner.state()
     assert st["phase"] == "holding"
-    assert abs(math.log(st["held_itr"] / 48_000)) < math.log(1.25)
+    # Balanced (the default) holds the knee: the fewest interrupts within 3% of the peak's merit.
+    assert at_the_knee(vf.f, st["held_itr"], 48_000)
     assert st["probes"] <= 15
     # The VF runs its adaptive ITR: the first probe measures it, and writes it anyway (the
     # patched PF makes a VF it was just written to fetch the next probe's rate sooner).
@@ -145,7 +151,7 @@ def test_restart_after_n_interrupts_is_warm():
     # whole 956..488281 range.
     reasons = [d.reason for _, d in vf.decisions]
     first_restart = next(i for i, r in enumerate(reasons) if "interrupts since convergence" in r)
-    held = int(re.search(r"best (\d+)/s", reasons[first_restart - 1]).group(1))
+    held = vf.decisions[first_restart - 1][1].itr  # the rate in force when the restart came
     low, high = (int(x) for x in re.search(r"searching (\d+)\.\.(\d+)/s", reasons[first_restart]).groups())
     assert low < held < high and high / low == pytest.approx(4, rel=0.01)
 
@@ -260,7 +266,7 @@ def test_a_write_the_vf_takes_later_is_waited_for_not_measured_or_retried():
     tuner = SearchTuner(PCI, caps())
     vf.run(tuner, 200)
     st = tuner.state()
-    assert st["phase"] == "holding" and abs(math.log(st["held_itr"] / peak)) < math.log(1.25)
+    assert st["phase"] == "holding" and at_the_knee(vf.f, st["held_itr"], peak)
     assert not [d for _, d in vf.decisions if d.cause in ("reapply", "abort")]
     # Each probe's window started once its rate was in force: the search saw the curve itself.
     search = tuner.convergences[-1]
@@ -419,8 +425,9 @@ def test_on_a_saturated_port_a_vf_takes_its_share_at_the_lowest_rate():
     assert st["port"]["saturated"] and st["port"]["share_bps"] == 1e9
     first = t_shared.events[0].text()  # measures the adaptive ITR in force first: no write
     assert first.startswith("start:") and "port saturated: judged on the VF's share of the port" in first
-    # It already had its share under the adaptive rate (20000/s): it only looked below that.
-    assert "searching 10000..20000/s" in first
+    # It already had its share under the adaptive rate (20000/s): it only looked below that, down
+    # to the range's end (balanced, the default, gives up a margin for fewer interrupts).
+    assert f"searching {t_shared.full_bracket[0]}..20000/s" in first
 
 
 def test_on_a_saturated_port_the_efficiency_objective_looks_down_to_the_lowest_rate():
@@ -440,7 +447,7 @@ def test_on_a_saturated_port_the_efficiency_objective_looks_down_to_the_lowest_r
         low = tuner.full_bracket[0] if objective is Objective.EFFICIENCY else 10_000
         assert f"searching {low}..20000/s" in tuner.events[0].text()
     assert 10_000 <= held[Objective.THROUGHPUT] <= 12_000
-    assert 2_500 <= held[Objective.EFFICIENCY] <= 3_600
+    assert 2_250 <= held[Objective.EFFICIENCY] <= 3_600  # within its 10% of the share: 2250/s
 
 
 def test_a_port_below_its_line_rate_judges_the_vf_as_before():
@@ -631,7 +638,7 @@ def test_a_load_change_under_a_search_recalls_a_known_class_and_resumes_a_suspen
     assert first[0].cause == "restart-load" and tuner.state()["phase"] == "probing"
     probes_before = tuner.state()["probes"]
     assert probes_before >= 3
-    back = switch(1500.0, 6)
+    back = [d for d in switch(1500.0, 12) if d.cause != "probe"]  # a probe due before the change showed
     assert back[0].cause == "recall" and back[0].itr == bulk_itr
     assert tuner.state()["suspended_searches"] == 1 and tuner.searches == 2
     again = switch(300.0, 6)

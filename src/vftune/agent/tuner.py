@@ -410,7 +410,7 @@ class SearchTuner(VfPolicy):
         A window within worse_margin of the remembered throughput confirms it. A lower one may
         be a lower offered load (the same class spans a decade of rates) or a setting gone bad:
         one window of the VF's adaptive ITR at the same load tells them apart. If the adaptive
-        ITR beats the remembered setting by more than the noise margin, the setting measures
+        ITR beats the remembered setting by more than the objective's margin, the setting measures
         worse: it is forgotten and the class searched again; otherwise it is put back and its
         remembered throughput follows the load."""
         profile = self._recalled
@@ -432,7 +432,9 @@ class SearchTuner(VfPolicy):
             return TunerEvent(s.t, Cause.PROBE, {"n": 1, "of": 1, "itr": 0, "role": "checking the recalled setting",
                                                  "set": 0})
         recalled, self._recall_window = self._recall_window, None
-        if w.app_bps > recalled.app_bps * (1.0 + self.options.margin):
+        # The objective's own margin (at least the noise's): a knee held that far below the
+        # best is what the objective chose, not a setting gone bad.
+        if w.app_bps > recalled.app_bps * (1.0 + max(self.options.margin, self.search_config.plateau_margin)):
             self._recalled = None
             klass = self.held_class
             self._forget_held_class()
