@@ -177,7 +177,16 @@ def test_a_worker_no_page_needed_for_a_while_exits_and_the_next_page_starts_one(
     workers = PageWorkers(tmp_path / "h.db", workers=1, idle_exit_s=0.2)
 
     def page_workers() -> list[psutil.Process]:
-        return [c for c in psutil.Process().children() if "vftune.store.pages" in " ".join(c.cmdline())]
+        found = []
+        for child in psutil.Process().children():
+            try:
+                if "vftune.store.pages" in " ".join(child.cmdline()):
+                    found.append(child)
+            except psutil.ZombieProcess:
+                found.append(child)  # exited but not waited for yet: still ours to reap
+            except psutil.NoSuchProcess:
+                pass
+        return found
 
     try:
         body, count, _ = workers.decisions(0.0, 1e12, 10, None)
