@@ -223,7 +223,7 @@ def test_a_load_that_starts_late_without_a_cycle_is_scored_against_its_own_phase
     assert rows["vftune"]["converge_s"] == 0.0  # nothing was busy at the start
     assert rows["vftune"]["reconverge_s"] is not None and 0 < rows["vftune"]["reconverge_s"] < 60
     names = [t["target"] for t in body["targets"]]
-    assert any(n.startswith("per-VF geomean") for n in names)
+    assert any(n.startswith("cold convergence") for n in names)
 
 
 def test_a_host_that_carries_nothing_has_no_per_vf_or_cpu_target_to_fail(tmp_path):
