@@ -23,12 +23,10 @@ from waiting import wait_for
 from vftune.hostdriver.linux.guest_agent import socket_connector
 from vftune.hostdriver.linux.guest_agent.snmp_text import SnmpTextError, parse_snmp, parse_snmp6
 from vftune.hostdriver.linux.guest_agent.socket_drops import DropsLimits, DropsReading, GuestDropsReader
-from vftune.hostdriver.linux.guest_agent.stat_text import parse_work_seconds
 
 FIXTURES = Path(__file__).parent / "fixtures" / "guest_net"
 SNMP_TEXT = (FIXTURES / "snmp").read_text()
 SNMP6_TEXT = (FIXTURES / "snmp6").read_text()
-STAT_TEXT = (FIXTURES / "stat").read_text()
 
 
 def with_snmp(text: str, table: str, field: str, value: int) -> str:
@@ -184,7 +182,7 @@ FAST = DropsLimits(interval_s=0.5, call_timeout_s=2.0, read_deadline_s=5.0, back
 @pytest.fixture
 def files() -> dict[str, bytes]:
     v4, v6 = guest_texts()
-    return {"/proc/net/snmp": v4.encode(), "/proc/net/snmp6": v6.encode(), "/proc/stat": STAT_TEXT.encode()}
+    return {"/proc/net/snmp": v4.encode(), "/proc/net/snmp6": v6.encode()}
 
 
 @pytest.fixture
@@ -209,9 +207,7 @@ def test_reads_both_files_sums_them_and_closes_every_handle(fake: FakeQga) -> No
     try:
         r.track(["vm-a"])
         assert wait_for(lambda: r.latest(), "a reading") == {"vm-a": 28}  # 21 over IPv4, 7 over IPv6
-        reading = r.reading("vm-a")
-        assert reading is not None and reading.work_s == parse_work_seconds(STAT_TEXT)  # and /proc/stat
-        assert fake.opened == 3 and fake.open_handles == {}
+        assert fake.opened == 2 and fake.open_handles == {}
         assert fake.events[:2] == ["vm-a: guest-sync", "vm-a: guest-info"]
     finally:
         r.close()
@@ -242,7 +238,7 @@ def test_reads_follow_the_interval_on_the_clock(fake: FakeQga, files: dict[str, 
         wait_for(lambda: r.latest() == {"vm-a": 128}, "the second reading")
         reading = r.reading("vm-a")
         assert reading is not None and reading.read_at == 1000.5
-        assert fake.opened == 6  # snmp, snmp6 and stat, twice
+        assert fake.opened == 4
     finally:
         r.close()
 
@@ -255,25 +251,6 @@ def test_a_guest_without_ipv6_counts_ipv4_only(fake: FakeQga, files: dict[str, b
         assert wait_for(lambda: r.latest(), "a reading") == {"vm-a": 21}
     finally:
         r.close()
-
-
-def test_a_guest_whose_proc_stat_is_not_the_kernels_keeps_its_drops_and_warns_once(
-        fake: FakeQga, files: dict[str, bytes], caplog: pytest.LogCaptureFixture) -> None:
-    files["/proc/stat"] = b"<html>not a kernel</html>\n"
-    clock = ManualClock()
-    r = reader_for(fake.path, clock)
-    try:
-        r.track(["vm-a"])
-        assert wait_for(lambda: r.latest(), "a reading") == {"vm-a": 28}
-        reading = r.reading("vm-a")
-        assert reading is not None and reading.work_s is None
-        clock.t += FAST.interval_s
-        wait_for(lambda: (r.reading("vm-a") or reading).read_at > reading.read_at, "a second reading")
-    finally:
-        r.close()
-    warnings = [rec.getMessage() for rec in caplog.records if "/proc/stat" in rec.getMessage()]
-    assert warnings == ["guest vm-a: /proc/stat: no 'cpu' line (is this /proc/stat?); its own work is unknown, "
-                        "the tuner judges its VFs on throughput alone"]
 
 
 def test_blocked_file_commands_warn_once_and_back_off(tmp_path: Path, files: dict[str, bytes],
@@ -424,9 +401,6 @@ def test_a_real_qemu_ga_reads_its_own_proc_net(qga: Path) -> None:
         r.track(["vm-real"])
         got = wait_for(lambda: r.latest() or error_of(r, "vm-real"), "a reading")
         assert isinstance(got, dict) and got["vm-real"] >= 0, got
-        reading = r.reading("vm-real")
-        # this machine's own /proc/stat, through the agent: its CPUs' work so far, in seconds
-        assert reading is not None and reading.work_s is not None and reading.work_s > 0
     finally:
         r.close()
 
@@ -478,9 +452,6 @@ def test_snapshot_carries_fresh_guest_drops_and_never_waits_for_a_guest(
         assert snap.guest_rx_drops == {"vm-web0": 28}
         # With the time of the read, on the host's clock: the count may be older than the snapshot.
         assert set(snap.guest_rx_drops_time) == {"vm-web0"} and snap.guest_rx_drops_time["vm-web0"] <= snap.time
-        # Its /proc/stat came in the same read: the CPU its own work got, with the same read time.
-        assert snap.guest_work == {"vm-web0": parse_work_seconds(STAT_TEXT)}
-        assert snap.guest_work_time == snap.guest_rx_drops_time
         # vm-web1's agent has the request and holds the reply: the snapshot did not wait for it.
         wait_for(lambda: "vm-web1: guest-sync" in events, "vm-web1's poller to wait on its agent")
         snap = host.snapshot()

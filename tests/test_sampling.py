@@ -166,25 +166,6 @@ def test_a_guests_drops_are_rated_over_its_own_read_times_and_carried_between_re
     assert s.rx_dropped_pps == 0.0
 
 
-def test_a_guests_own_work_is_rated_over_its_read_times_for_each_of_its_vfs():
-    """The CPU a guest's own work got (its /proc/stat, through its agent) is guest-wide: every
-    VF of the guest carries it, rated between reads like its drops; a guest not read: None."""
-    vm = Guest("vm-a", "u1")
-    vfs = (VfInfo("enp3s0f0", 0, "0000:03:10.0", "vfio-pci", vm),
-           VfInfo("enp3s0f0", 1, "0000:03:10.2", "vfio-pci", vm))
-    inv = Inventory((PfInfo("enp3s0f0", "0000:03:00.0", 0x10FB, "ixgbe", 2, 63, vfs),))
-    port, deriver = Port(inv), RateDeriver()
-    rates = {"0000:03:10.0": 1e9, "0000:03:10.2": 2e9}
-
-    def tick(**agent: object) -> list:
-        return deriver.derive(dataclasses.replace(port.tick(rates), **agent), inv, {}, {})[0]
-
-    tick(guest_work={"vm-a": 100.0}, guest_work_time={"vm-a": 0.5})
-    samples = tick(guest_work={"vm-a": 100.6}, guest_work_time={"vm-a": 1.5})
-    assert [s.guest_work for s in samples] == [pytest.approx(0.6), pytest.approx(0.6)]
-    assert [s.guest_work for s in tick()] == [None, None]  # its agent went quiet: unknown, not 0
-
-
 def test_the_vfs_of_one_guest_carry_their_bits_together_and_a_lone_vf_none():
     """A guest's CPU time covers all of its VFs, so each VF of a guest with two is given their
     bits/s together (the tuner takes the guest's CPU over those); a guest's only VF gets None."""

@@ -143,11 +143,6 @@ class Snapshot:
     # When each of those counts was read (this snapshot's clock; a guest missing: at `time`). An
     # agent is read off the tick, so a count may be older than the snapshot or unchanged since.
     guest_rx_drops_time: Mapping[str, float] = field(default_factory=dict)
-    # Cumulative CPU seconds each guest's vCPUs spent outside interrupt and softirq context
-    # (user, nice and system in the guest's /proc/stat), by guest name, as its guest agent
-    # reports them: the share of the guest its own work got. A guest missing here: unknown.
-    guest_work: Mapping[str, float] = field(default_factory=dict)
-    guest_work_time: Mapping[str, float] = field(default_factory=dict)  # when each was read (as above)
 
 
 @dataclass(frozen=True)
@@ -198,9 +193,6 @@ class VfSample:
     itr: int  # interrupts/s set now; 0 = the VF's own adaptive ITR
     guest_cpu: float | None  # CPU seconds per second of the owning guest
     fresh: bool = True  # counters were refreshed inside this interval
-    # CPU seconds per second the owning guest spent on its own work, outside interrupt and
-    # softirq context (Snapshot.guest_work); None when unknown.
-    guest_work: float | None = None
     # The VF's port (its PF) over the same interval, as the agent sees it; None when unknown.
     port_rx_bps: float | None = None  # received bits/s counted on the port: its VFs' plus the PF's own
     port_rx_capacity_bps: float | None = None  # the same counters at line rate, for the port's mean frame size

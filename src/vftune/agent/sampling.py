@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import math
 from collections import Counter, deque
-from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
 from vftune.itr import LINE_RATE_BPS, WIRE_OVERHEAD_B
@@ -85,7 +84,6 @@ class RateDeriver:
     last: Snapshot | None = None
     carried: dict[str, _VfRates] = field(default_factory=dict)
     carried_drops: dict[str, float] = field(default_factory=dict)  # guest -> its last drop rate
-    carried_work: dict[str, float] = field(default_factory=dict)  # guest -> its last own-work CPU rate
     # A port user's demand: its highest rx rate over this long. Longer than a neighbour's cold
     # search, whose low probes come between higher ones.
     share_memory_s: float = 15.0
@@ -112,9 +110,8 @@ class RateDeriver:
             ints = None
             if now_c.interrupts is not None and old_c.interrupts is not None:
                 ints = max(0, now_c.interrupts - old_c.interrupts)
-            cpu = dropped = work = None
+            cpu = dropped = None
             if vf.guest is not None:
-                work = self._work_rate(vf.guest.name, snap, prev)
                 c1, c0 = snap.guest_cpu.get(vf.guest.name), prev.guest_cpu.get(vf.guest.name)
                 if c1 is not None and c0 is not None:
                     cpu = max(0.0, c1 - c0) / dt
@@ -130,7 +127,6 @@ class RateDeriver:
                     interrupts_per_s=None if ints is None or now_c.interrupts_frozen else ints / dt,
                     interrupts=None if now_c.interrupts_frozen else ints,
                     itr=itrs.get(vf.pci, 0), guest_cpu=cpu, fresh=fresh, rx_dropped_pps=dropped,
-                    guest_work=work,
                 )
             )
         vf_samples = self._with_guest_totals(vf_samples, inv, vfs_of, shared_drops)
@@ -176,14 +172,19 @@ class RateDeriver:
         return [shared(s, guest_of[s.pci]) if s.pci in guest_of else s for s in samples]
 
     def _drop_rate(self, guest: str, snap: Snapshot, prev: Snapshot) -> float | None:
-        """A guest's socket drops per second between its two latest reads."""
-        return _agent_rate(self.carried_drops, guest, (snap.guest_rx_drops, snap.guest_rx_drops_time, snap.time),
-                           (prev.guest_rx_drops, prev.guest_rx_drops_time, prev.time))
-
-    def _work_rate(self, guest: str, snap: Snapshot, prev: Snapshot) -> float | None:
-        """The CPU seconds per second a guest's own work got between its two latest reads."""
-        return _agent_rate(self.carried_work, guest, (snap.guest_work, snap.guest_work_time, snap.time),
-                           (prev.guest_work, prev.guest_work_time, prev.time))
+        """A guest's socket drops per second between its two latest reads (an agent is read off
+        the tick: a count may be older than its snapshot, and one not read again since the last
+        snapshot carries the last rate). None when either snapshot lacks the guest; a count that
+        went back (the guest rebooted) rates 0."""
+        d1, d0 = snap.guest_rx_drops.get(guest), prev.guest_rx_drops.get(guest)
+        if d1 is None or d0 is None:
+            self.carried_drops.pop(guest, None)
+            return None
+        t1, t0 = snap.guest_rx_drops_time.get(guest, snap.time), prev.guest_rx_drops_time.get(guest, prev.time)
+        if t1 <= t0:
+            return self.carried_drops.get(guest)
+        rate = self.carried_drops[guest] = max(0, d1 - d0) / (t1 - t0)
+        return rate
 
     def _peak(self, key: str, t: float, bps: float) -> float:
         """The highest of this user's rx rates over the last share_memory_s, this one included."""
@@ -236,21 +237,3 @@ class RateDeriver:
         self.carried[pci] = rates
         return rates, True
 
-
-_AgentCounts = tuple[Mapping[str, float], Mapping[str, float], float]  # counts, when read, the snapshot's time
-
-
-def _agent_rate(carried: dict[str, float], guest: str, now: _AgentCounts, old: _AgentCounts) -> float | None:
-    """A guest agent's cumulative count per second between its two latest reads (an agent is
-    read off the tick: a count may be older than its snapshot, and one not read again since
-    the last snapshot carries the last rate, kept in `carried`). None when either snapshot lacks
-    the guest; a count that went back (the guest rebooted) rates 0."""
-    c1, c0 = now[0].get(guest), old[0].get(guest)
-    if c1 is None or c0 is None:
-        carried.pop(guest, None)
-        return None
-    t1, t0 = now[1].get(guest, now[2]), old[1].get(guest, old[2])
-    if t1 <= t0:
-        return carried.get(guest)
-    rate = carried[guest] = max(0.0, c1 - c0) / (t1 - t0)
-    return rate

@@ -154,7 +154,6 @@ class HostRates:
     vfs: list[VfRates]
     pfs: list[HostRx]
     guest_cpu: dict[str, float]  # seconds/second including background
-    guest_work: dict[str, float]  # of guest_cpu, seconds/second outside the network's interrupts and softirqs
     host_kernel_cpu: float  # irq + softirq seconds/second
     host_kernel_cpu_visible: float = 0.0  # what the host's accounting shows of it
 
@@ -182,7 +181,6 @@ class HostSim:
             self.pf_noise = [NoNoise() for _ in range(spec.num_pfs)]
         self.platform = platform_for(spec)
         self.guest_cpu = {vm.name: 0.0 for vm in spec.vms}
-        self.guest_work = {vm.name: 0.0 for vm in spec.vms}  # guest CPU outside network work (seconds)
         self.guest_rx_drops = {vm.name: 0.0 for vm in spec.vms}  # datagrams dropped at guests' sockets
         self.host_irq_cpu = 0.0
         self.host_irq_cpu_visible = 0.0  # what /proc/stat's irq + softirq columns show
@@ -274,12 +272,10 @@ class HostSim:
         # The guests' own applications get what their network work and background leave of
         # their vCPUs (interrupts and softirqs run first), and their VFs carry that share.
         progress: dict[str, float] = {}
-        work = {vm.name: vm.background_cpu for vm in spec.vms}
         for vm in spec.vms:
             if vm.app_cpu > 0.0:
                 got = min(vm.app_cpu, max(0.0, share * vm.vcpus - guest_cpu[vm.name]))
                 guest_cpu[vm.name] += got
-                work[vm.name] += got
                 progress[vm.name] = got / vm.app_cpu
         if progress:
             vf_rates = [r._replace(app_progress=progress[vf.guest]) if vf.guest in progress else r
@@ -287,7 +283,7 @@ class HostSim:
         forwarding = sum(r.host_cpu for r in vf_rates)
         kernel = forwarding + sum(r.kernel_cpu for r in pf_rates)
         visible = kernel if spec.irq_time_accounting else kernel - forwarding
-        self._last_key, self._last_rates = key, HostRates(vf_rates, pf_rates, guest_cpu, work, kernel, visible)
+        self._last_key, self._last_rates = key, HostRates(vf_rates, pf_rates, guest_cpu, kernel, visible)
         return self._last_rates
 
     def _cliff(self, pf: int, phase: int) -> float:
@@ -357,8 +353,6 @@ class HostSim:
             pf.last = pr
         for name, cpu in r.guest_cpu.items():
             self.guest_cpu[name] += cpu * h
-        for name, cpu in r.guest_work.items():
-            self.guest_work[name] += cpu * h
         for slot, vr in zip(self.spec.vfs, r.vfs):
             if slot.guest is not None and vr.socket_drop_pps:
                 self.guest_rx_drops[slot.guest] += vr.socket_drop_pps * h

@@ -182,10 +182,9 @@ class SimHost(HostDriver):
             # Guests with an agent report their sockets' receive drops (the Linux backend reads
             # them through the QEMU guest agent); without one they are unknown.
             drops = {name: int(n) for name, n in self.sim.guest_rx_drops.items() if self.spec.guest_has_agent(name)}
-            work = {name: s for name, s in self.sim.guest_work.items() if self.spec.guest_has_agent(name)}
             return Snapshot(time=now, vfs=vfs, pfs=pfs, guest_cpu=dict(self.sim.guest_cpu),
                             host_irq_cpu=self.sim.host_irq_cpu_visible, host_cpus=self.spec.host_cpus,
-                            guest_rx_drops=drops, guest_work=work)
+                            guest_rx_drops=drops)
 
     def vf_itr(self, vf_pci_address: str) -> int:
         """The interrupt rate the VF runs at now (its adaptive ITR's when untuned)."""

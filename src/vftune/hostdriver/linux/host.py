@@ -480,9 +480,7 @@ class LinuxHost(HostDriver):
         return Snapshot(time=t, vfs=vfs, pfs=pfs, guest_cpu=guest_cpu, host_irq_cpu=host_irq,
                         host_cpus=host_cpus, errors=tuple(errors),
                         guest_rx_drops={g: r.count for g, r in readings.items()},
-                        guest_rx_drops_time={g: r.read_at for g, r in readings.items()},
-                        guest_work={g: r.work_s for g, r in readings.items() if r.work_s is not None},
-                        guest_work_time={g: r.read_at for g, r in readings.items() if r.work_s is not None})
+                        guest_rx_drops_time={g: r.read_at for g, r in readings.items()})
 
     def _pf_counters(self, dev: PfDevice, link: LinkStats) -> PfCounters:
         mode = rate = switches = None

@@ -16,16 +16,12 @@ for a few dictionary operations, so a hung agent costs its own guest's counter, 
   retried after a backoff that doubles per failure (Limits.backoff_*). A read that works again
   is logged once at INFO and clears the backoff.
 - A guest without IPv6 has no /proc/net/snmp6: its IPv6 part counts 0.
-- The same read takes the guest's /proc/stat: the CPU time its own work got (user + nice +
-  system), which the tuner weighs a rate's throughput by. A guest whose /proc/stat cannot be read
-  or parsed still has its drops counted; its work is unknown (None) and logged once.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
-import contextlib
 import logging
 import threading
 import time
@@ -42,7 +38,6 @@ from vftune.hostdriver.linux.guest_agent.snmp_text import (
     parse_snmp,
     parse_snmp6,
 )
-from vftune.hostdriver.linux.guest_agent.stat_text import STAT_PATH, StatTextError, parse_work_seconds
 from vftune.hostdriver.linux.guest_agent.threads import stop_guest_threads
 from vftune.model import VfDrops
 
@@ -70,7 +65,6 @@ DEFAULT_DROPS_LIMITS = DropsLimits()
 class DropsReading:
     count: int  # cumulative datagrams dropped at the guest's sockets (IPv4 + IPv6, UDP + UDP-Lite)
     read_at: float  # on the reader's clock, when the read began
-    work_s: float | None = None  # cumulative CPU seconds of the guest's own work (/proc/stat); None: unknown
 
 
 @dataclass(frozen=True)
@@ -101,7 +95,6 @@ class _Guest:
     last_error: str | None = None
     closed: bool = False
     reads: int = 0  # reads that worked
-    stat_warned: bool = False  # its /proc/stat failed once (logged then, not on every read)
 
 
 class GuestDropsReader:
@@ -119,13 +112,11 @@ class GuestDropsReader:
         limits: DropsLimits = DEFAULT_DROPS_LIMITS,
         clock: Callable[[], float] = time.monotonic,
         paths: tuple[str, str] = (SNMP_PATH, SNMP6_PATH),
-        stat_path: str = STAT_PATH,
     ) -> None:
         self._connect = connect
         self.limits = limits
         self._clock = clock
         self._paths = paths
-        self._stat_path = stat_path
         self._cond = threading.Condition()
         self._stop = threading.Event()
         self._guests: dict[str, _Guest] = {}
@@ -197,7 +188,7 @@ class GuestDropsReader:
         the closes): for benchmarks and diagnostics, never the tick. HostError says why not."""
         g = _Guest(guest)
         try:
-            return self._read(g)[0]
+            return self._read(g)
         except _ReadFailed as exc:
             raise HostError(str(exc)) from None
         finally:
@@ -225,7 +216,7 @@ class GuestDropsReader:
                     started = self._clock()
                     g.next_at = started + self.limits.interval_s
                 try:
-                    count, work = self._read(g)
+                    count = self._read(g)
                 except _ReadFailed as exc:
                     self._failed(g, exc.cause, str(exc))
                 except Exception as exc:  # a bug costs one read, not the guest's poller
@@ -233,7 +224,7 @@ class GuestDropsReader:
                     self._drop_channel(g)
                     self._failed(g, "internal", f"guest {g.name}: internal error: {type(exc).__name__}: {exc}")
                 else:
-                    self._succeeded(g, DropsReading(count, started, work))
+                    self._succeeded(g, DropsReading(count, started))
         finally:
             if g.channel is not None:
                 g.channel.close()
@@ -272,40 +263,25 @@ class GuestDropsReader:
                 raise _ReadFailed("absent", str(exc)) from None
         return g.channel
 
-    def _read(self, g: _Guest) -> tuple[int, float | None]:
-        """Both snmp files summed, and the guest's work seconds (None: unknown); _ReadFailed
-        with the cause otherwise. Runs without the lock."""
+    def _read(self, g: _Guest) -> int:
+        """Both files, summed; _ReadFailed with the cause otherwise. Runs without the lock."""
         deadline = time.monotonic() + self.limits.read_deadline_s
         snmp, snmp6 = self._paths
         try:
             if not g.checked:
                 self._check(g, deadline)
-            drops = parse_snmp(self._file(g, snmp, deadline), snmp)
-            with contextlib.suppress(_NoFile):  # IPv6 disabled in the guest: nothing to count there
-                drops += parse_snmp6(self._file(g, snmp6, deadline), snmp6)
-            return drops, self._work(g, deadline)
+            v4 = parse_snmp(self._file(g, snmp, deadline), snmp)
+            try:
+                text6 = self._file(g, snmp6, deadline)
+            except _NoFile:
+                return v4  # IPv6 disabled in the guest: nothing to count there
+            return v4 + parse_snmp6(text6, snmp6)
         except AgentError as exc:
             if exc.kind in ("absent", "timeout"):
                 self._drop_channel(g)  # the next try connects afresh (libvirt: maybe a new domain)
             raise _ReadFailed(exc.kind, str(exc)) from None
         except SnmpTextError as exc:
             raise _ReadFailed("unparsable", f"guest {g.name}: {exc}") from None
-
-    def _work(self, g: _Guest, deadline: float) -> float | None:
-        """The guest's /proc/stat work seconds; None (logged once per guest) when it does not parse
-        or the agent refuses the file. A lost channel or a timeout fails the whole read."""
-        try:
-            return parse_work_seconds(self._file(g, self._stat_path, deadline), self._stat_path)
-        except AgentError as exc:
-            if exc.kind in ("absent", "timeout", "protocol"):
-                raise
-            why = str(exc)
-        except (StatTextError, _NoFile) as exc:
-            why = f"guest {g.name}: {exc}"
-        if not g.stat_warned:
-            g.stat_warned = True
-            log.warning("%s; its own work is unknown, the tuner judges its VFs on throughput alone", why)
-        return None
 
     def _call(self, g: _Guest, deadline: float, execute: str, arguments: dict[str, Any] | None = None) -> Any:
         left = deadline - time.monotonic()
