@@ -212,6 +212,24 @@ def test_a_rate_that_livelocks_the_guest_is_not_held_as_idle():
     assert tuner.restarts["starved"] == 1
 
 
+def test_balanced_walks_a_flat_plateau_below_the_throughput_objectives_delay_bound():
+    """Bulk throughput that holds down to 1500 interrupts/s: balanced (the default) takes that
+    knee, which costs fewer interrupts than throughput's 250-us bound (4000/s) allows, and the
+    merit, not a delay bound, is what stops it."""
+    def f(r: float) -> float:
+        return 4e9 if r >= 1_500 else 3e9
+
+    held = {}
+    for goal in (Goal(Objective.BALANCED), Goal(Objective.THROUGHPUT)):
+        vf = SyntheticVf(f)
+        tuner = SearchTuner(PCI, caps(), goal=goal)
+        vf.run(tuner, 200)
+        assert tuner.state()["phase"] == "holding"
+        held[goal.objective] = tuner.state()["held_itr"]
+    assert 1_500 <= held[Objective.BALANCED] < 2_000
+    assert held[Objective.THROUGHPUT] >= 1e6 / 250 * 0.99
+
+
 def test_a_quiet_vf_with_a_few_housekeeping_interrupts_is_idle():
     vf = SyntheticVf(curve(90_000))
     tuner = SearchTuner(PCI, caps(1.0))

@@ -7,8 +7,10 @@ rate it ran. Fewer interrupts cost less CPU. The search's plateau rule takes tha
 its probes; against the adaptive ITR a costlier rate must gain more than the margin
 (ItrSearch.cost_margin).
 
-- ``balanced`` (default): margin BALANCED_MARGIN (3%), and throughput's CPU rule (below).
-- ``throughput``: the noise only (TunerOptions.plateau_margin, 0.5%), with the CPU rule: a
+- ``balanced`` (default): margin BALANCED_MARGIN (3%), intervals up to the NIC's longest, and
+  throughput's CPU rule (below).
+- ``throughput``: the noise only (TunerOptions.plateau_margin, 0.5%), intervals up to 250 us
+  (SearchConfig.max_interval_us), with the CPU rule: a
   result costing more CPU per Gb than the adaptive ITR must gain at least CPU_WORTH times the
   rise (+10% CPU per Gb must buy +10% throughput, plus the noise margin).
 - ``efficiency``: margin EFFICIENCY_MARGIN (10%), intervals up to 1 ms, and never more CPU per
@@ -89,8 +91,13 @@ class Goal:
             # development seeds it spent 2% less CPU per Gb for 0.3% of per-VF score
             # (docs/tuning-history.md, "Tuner v3").
             margin = BALANCED_MARGIN if self.margin is None else self.margin
+            # No bound on the interval beyond the NIC's: the merit measures what a longer one
+            # costs (response time, bits lost to a full ring). The search's 250-us bound kept
+            # the paper's hosts at 1.2x the frontier's CPU per Gb for no score
+            # (docs/tuning-history.md, "Tuner v3, second round").
             cfg = replace(base, plateau_margin=margin, harm_margin=max(base.harm_margin, margin),
-                          cpu_worth=CPU_WORTH if base.cpu_worth is None else base.cpu_worth)
+                          cpu_worth=CPU_WORTH if base.cpu_worth is None else base.cpu_worth,
+                          max_interval_us=float(MAX_RX_USECS))
         elif self.objective is Objective.EFFICIENCY:
             # The margin is given up against the best measured rate and against the guest's own
             # adaptive ITR alike: the operator traded that much throughput for fewer interrupts.
