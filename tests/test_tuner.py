@@ -568,29 +568,6 @@ def test_a_class_another_vf_of_the_host_learned_is_recalled_first():
     assert "(host)" in second.decisions[0][1].reason and t2.searches == 0
 
 
-@pytest.mark.parametrize("new_peak, worse", [(48_000, False), (20_000, True)])
-def test_a_recalled_setting_far_below_its_memory_is_checked_against_the_adaptive_itr(new_peak, worse):
-    load = {"bytes": 1500.0, "top": 5e9, "peak": 48_000}
-    vf = SyntheticVf(lambda r: curve(load["peak"], load["top"])(r) if load["bytes"] >= 1000 else curve(8_000)(r))
-    tuner = SearchTuner(PCI, caps())
-    vf.run(tuner, 150)
-    remembered = tuner.state()["held_itr"]
-    load["bytes"] = vf.packet_bytes = 300.0
-    vf.run(tuner, 150)
-    # Bulk again, with less offered load (same best rate), or a load whose best moved to the
-    # adaptive ITR's 20000/s: both measure far below what was remembered.
-    load.update(bytes=1500.0, top=3.2e9, peak=new_peak)
-    vf.packet_bytes = 1500.0
-    start = vf.t
-    vf.run(tuner, 14)
-    after = [d for t, d in vf.decisions if t > start]
-    assert [d.cause for d in after[:2]] == ["recall", "probe"] and after[1].itr == 0  # one adaptive window
-    if worse:  # searched again, from the adaptive ITR the check left in force
-        assert tuner.restarts["worse"] == 1 and any(e.cause == "restart-worse" for e in tuner.events)
-    else:
-        assert after[2].cause == "recall" and after[2].itr == remembered and tuner.restarts["worse"] == 0
-
-
 def test_the_adaptive_itr_is_measured_over_several_windows():
     # It moves with its own state from one window to the next; a fixed rate needs one window.
     vf = SyntheticVf(curve(48_000))
@@ -702,66 +679,6 @@ def test_a_vf_of_a_guest_with_several_vfs_does_not_buy_ring_throughput_with_its_
     assert at(shared=None) > 45_000
     assert 27_000 <= at(shared=True) <= 36_000
     assert 27_000 <= at(shared=False) <= 36_000
-
-
-def test_a_recalled_setting_whose_application_now_gets_less_is_checked_though_the_ring_counts_as_before():
-    """A profile remembers what reached the applications. A VF back in a remembered class whose
-    ring counts as much as remembered, but whose guest now drops most of it at its sockets at the
-    recalled rate, is checked against the adaptive ITR and searched again."""
-    load = {"bytes": 1500.0, "drop": 0.0}
-    vf = SyntheticVf(two_loads(load), dropped=lambda itr: load["drop"] if itr else 0.0)
-    tuner = SearchTuner(PCI, caps())
-    vf.run(tuner, 150)
-    load["bytes"] = vf.packet_bytes = 300.0
-    vf.run(tuner, 150)
-    load.update(bytes=1500.0, drop=0.6)
-    vf.packet_bytes = 1500.0
-    start = vf.t
-    vf.run(tuner, 14)
-    after = [d for t, d in vf.decisions if t > start]
-    assert [d.cause for d in after[:2]] == ["recall", "probe"] and after[1].itr == 0
-    assert tuner.restarts["worse"] == 1
-
-
-def _stop_inside_a_window_of_the_adaptive_itr(options: dict[str, object]) -> tuple[SearchTuner, list[float]]:
-    """A bulk VF whose load stops halfway through its search's window of the adaptive ITR; every
-    throughput the search was told, and the tuner after the load stopped."""
-    level = {"on": 1.0}
-    f = curve(48_000)
-    vf = SyntheticVf(lambda r: f(r) * level["on"])
-    tuner = SearchTuner(PCI, caps(1.0), {"window_s": 1.0, **options})
-    told: list[float] = []
-    in_window = 0
-    for _ in range(200):
-        d = tuner.step(vf.sample())
-        if d is not None:
-            vf.itr = quantize_itr(d.itr) if d.itr else 0
-        probing = tuner.phase is Phase.PROBING and tuner.probe_itr == 0 and not tuner.meter.settling
-        in_window = in_window + 1 if probing and level["on"] else 0
-        if in_window == 3:  # two of its four one-second spans in (the first sample opens it): the tenant stops
-            level["on"] = 0.0
-        if tuner.search is not None:
-            told = [p.throughput for p in tuner.search.history]
-        if not level["on"] and tuner.phase is not Phase.PROBING:
-            break
-    return tuner, told
-
-
-def test_a_window_the_load_stopped_inside_is_measured_again_not_judged():
-    """A window of a probe that holds idle spans beside busy ones measures the load stopping, not
-    the setting: told to the search, half of a bulk load would read as the setting halving it
-    (and a search that kept the other rate would remember that for this class). The tuner
-    measures again; the next window is idle, so the probe is abandoned."""
-    tuner, told = _stop_inside_a_window_of_the_adaptive_itr({})
-    assert [e.cause for e in tuner.events][-2:] == ["remeasure", "abort"]
-    assert "idle for part of its window" in tuner.events[-2].text()
-    assert tuner.phase is Phase.IDLE
-    top = curve(48_000)(ADAPTIVE_RATE)
-    assert all(t > 0.9 * top for t in told if t)  # nothing half-idle reached the search
-    # Without the second look, the half-idle window is judged as the adaptive ITR's throughput.
-    blind, blind_told = _stop_inside_a_window_of_the_adaptive_itr({"max_remeasures": 0})
-    assert "remeasure" not in [e.cause for e in blind.events]
-    assert any(0.3 * top < t < 0.7 * top for t in blind_told)
 
 
 def test_a_new_load_under_a_search_on_a_saturated_port_is_not_boxed_around_the_old_loads_probe():

@@ -22,14 +22,12 @@ class Cause(StrEnum):
     RESTART_PERIODIC = "restart-periodic"  # N interrupts or M intervals since convergence
     RESTART_LOAD = "restart-load"  # the held load changed (rate for long, or an unseen class)
     RESTART_IN_SEARCH = "restart-in-search"  # the load's class changed under a running search
-    RESTART_WORSE = "restart-worse"  # a remembered setting measured worse than remembered
     RESTART_STARVED = "restart-starved"  # interrupts but no traffic under a set rate: livelock
     RECALL = "recall"  # a known workload class: its remembered setting, within one window
     ABORT = "abort"  # a probe could not be measured: back to the setting in force before
     IDLE = "idle"  # the VF went idle: its setting stays
     PORT = "port"  # a note on how a window on a saturated port was judged
     REFERENCE = "reference"  # the held load's reference was a burst: taken again, no search
-    REMEASURE = "remeasure"  # a probe's window held an idle span beside busy ones: measured again
 
     @classmethod
     def of_reason(cls, reason: str) -> Cause | None:
@@ -43,7 +41,7 @@ class Cause(StrEnum):
     @property
     def restart(self) -> bool:
         return self in (Cause.START, Cause.RESTART_PERIODIC, Cause.RESTART_LOAD, Cause.RESTART_IN_SEARCH,
-                        Cause.RESTART_WORSE, Cause.RESTART_STARVED)
+                        Cause.RESTART_STARVED)
 
 
 def _rate(value: object) -> str:
@@ -63,8 +61,6 @@ _TEMPLATES: dict[Cause, tuple[str, ...]] = {
     Cause.RESTART_PERIODIC: ("{count} {unit} since convergence", "; searching {low}..{high}/s", "; {port}"),
     Cause.RESTART_LOAD: ("{what}", "; searching {low}..{high}/s", "; {port}"),
     Cause.RESTART_IN_SEARCH: ("{what} during the search", "; searching {low}..{high}/s", "; {port}"),
-    Cause.RESTART_WORSE: ("{klass} at {itr} measured {change} against the adaptive ITR",
-                          "; searching {low}..{high}/s", "; {port}"),
     Cause.RESTART_STARVED: ("no traffic at {irq_per_s} interrupts/s under {itr}: the guest takes nothing off its"
                             " ring (receive livelock)", "; searching {low}..{high}/s", "; {port}"),
     Cause.RECALL: ("{klass}: remembered {itr} ({source})",),
@@ -73,7 +69,6 @@ _TEMPLATES: dict[Cause, tuple[str, ...]] = {
     Cause.REFERENCE: ("rate {change} for {lasted_s} s", " outlasted the level before it ({ref_s} s)",
                       " returns to a level the hold spent {held_share} of its windows at",
                       " ({mbps} Mbit/s): the reference was a burst, taken again"),
-    Cause.REMEASURE: ("{itr} idle for part of its window ({mbps} Mbit/s over it): measured again",),
     Cause.PORT: ("saturated ({load} of line rate): judged on the VF's share, {credited_mbps} of {mbps} Mbit/s",),
 }
 def _share(value: object) -> str:

@@ -17,7 +17,6 @@ Per VF:
         window, or in any window-long slice of the adaptive ITR's longer one
     holding --(N interrupts | M seconds)--> warm restart (bracket around the held rate)
     holding --(another class for a window | the rate moved for long)--> recall or search
-    holding --(a recalled setting measures worse than remembered)--> forgotten, cold search
 
 Every search measures the guest's adaptive ITR first when it starts from it (cold): the result
 must beat it (do no harm) and, under the throughput objective, must not cost more CPU per Gb
@@ -76,9 +75,6 @@ class TunerOptions:
     warm_span: float = 2.0  # periodic restarts search [best/span, best*span]
     quantize: bool = True  # probe only rates the 82599 can deliver (2.048-us steps)
     max_apply_misses: int = 3  # samples showing another ITR than the probe before giving up
-    max_remeasures: int = 2  # windows in a row a probe measures again for idle spans inside them
-    worse_margin: float = 0.25  # a recalled setting this far below its remembered throughput is
-    # checked against one window of the adaptive ITR (and searched again if that does better)
     host_memory: bool = True  # a VF's unseen class starts from another VF's setting for it
     port_saturation: float = 0.98  # a port loaded to this share of its line rate is saturated ...
     port_memory_s: float = 60.0  # ... and stays so this long after a window found it so
@@ -156,7 +152,7 @@ class _Search:
 
 # Restart causes as the benchmark counts them.
 _RESTART_KEYS = {Cause.RESTART_PERIODIC: "periodic", Cause.RESTART_LOAD: "load",
-                 Cause.RESTART_IN_SEARCH: "in_search", Cause.RESTART_WORSE: "worse",
+                 Cause.RESTART_IN_SEARCH: "in_search",
                  Cause.RESTART_STARVED: "starved"}
 
 
@@ -204,11 +200,8 @@ class SearchTuner(VfPolicy):
         self.events: list[TunerEvent] = []
         self.convergences: list[Convergence] = []
         self._misses = 0
-        self._remeasures = 0  # windows in a row of this probe measured again (idle spans inside)
         # Per load shape: slices of the adaptive ITR's windows that held the load (_gather).
         self._slices: dict[tuple[str, str, str], list[Window]] = {}
-        self._recalled: Profile | None = None  # the profile in force after a recall, until verified
-        self._recall_window: Window | None = None  # the recalled setting's window, while adaptive is measured
         self._last_window: Window | None = None
         self._last_search: _Search | None = None
 
@@ -323,10 +316,6 @@ class SearchTuner(VfPolicy):
             if w.bps < self.options.min_throughput_bps:
                 return self._starved(s, w) if starved(w) else None
             return self._new_load(s, w, classify(w), Cause.START)
-        if self._recalled is not None:
-            checked = self._check_recall(s, w)
-            if checked is not None or self._recall_window is not None:
-                return checked
         change = self.changes.observe(w, self._windows_for)
         if change is None:
             return None
@@ -340,7 +329,6 @@ class SearchTuner(VfPolicy):
         if change.kind in ("idle", "starved"):
             self.held_class = None
             self.phase = Phase.IDLE
-            self._recalled = None
             self.meter.start(s.t, 0.0)
             self._note(s.t, Cause.IDLE, mbps=round(change.baseline.bps / 1e6, 2), itr=s.itr)
             return None
@@ -395,56 +383,12 @@ class SearchTuner(VfPolicy):
         self.held_itr = profile.itr
         self.held_class = klass
         self.probe_itr = None
-        self._recalled = profile
-        self._recall_window = None
         self.changes.reset(klass)
         self.clock.reset(self.searches)
         moved = not same_itr(profile.itr, s.itr)
         self.meter.start(s.t, self.options.settle_s if moved else 0.0)
         return TunerEvent(s.t, Cause.RECALL, {"klass": str(klass), "itr": profile.itr, "source": source,
                                                 **({"set": profile.itr} if moved else {})})
-
-    def _check_recall(self, s: VfSample, w: Window) -> TunerEvent | None:
-        """The first window after a recall: does the remembered setting still hold up?
-
-        A window within worse_margin of the remembered throughput confirms it. A lower one may
-        be a lower offered load (the same class spans a decade of rates) or a setting gone bad:
-        one window of the VF's adaptive ITR at the same load tells them apart. If the adaptive
-        ITR beats the remembered setting by more than the objective's margin, the setting measures
-        worse: it is forgotten and the class searched again; otherwise it is put back and its
-        remembered throughput follows the load."""
-        profile = self._recalled
-        assert profile is not None
-        if w.bps < self.options.min_throughput_bps:
-            return None
-        # A profile remembers what its setting delivered (the search's measure: what reached the
-        # applications), so that is what a window is compared with.
-        if self._recall_window is None:
-            if w.app_bps >= profile.bps * (1.0 - self.options.worse_margin):
-                self._recalled = None  # as good as remembered
-                return None
-            if profile.itr == 0:
-                self._recalled = None
-                profile.bps = w.app_bps
-                return None
-            self._recall_window = w
-            self.meter.start(s.t, self.options.settle_s)
-            return TunerEvent(s.t, Cause.PROBE, {"n": 1, "of": 1, "itr": 0, "role": "checking the recalled setting",
-                                                 "set": 0})
-        recalled, self._recall_window = self._recall_window, None
-        # The objective's own margin (at least the noise's): a knee held that far below the
-        # best is what the objective chose, not a setting gone bad.
-        if w.app_bps > recalled.app_bps * (1.0 + max(self.options.margin, self.search_config.plateau_margin)):
-            self._recalled = None
-            klass = self.held_class
-            self._forget_held_class()
-            return self._begin(s, Cause.RESTART_WORSE, warm=False, baseline=w, klass=klass, klass_name=str(klass),
-                               itr=profile.itr, change=recalled.app_bps / w.app_bps - 1.0)
-        profile.bps = recalled.app_bps
-        self._recalled = None
-        self.meter.start(s.t, self.options.settle_s)
-        return TunerEvent(s.t, Cause.RECALL, {"klass": str(self.held_class), "itr": profile.itr,
-                                              "source": "kept: the adaptive ITR does no better", "set": profile.itr})
 
     # ---- probing ----------------------------------------------------------------------
 
@@ -478,15 +422,6 @@ class SearchTuner(VfPolicy):
             self._suspend()  # its measurements stay valid when the class comes back
             self.active = self._last_search
             return self._abort(s, f"VF idle during probe ({w.bps / 1e6:.2f} Mbit/s)")
-        idle_part = w.lowest_part_bps is not None and w.lowest_part_bps < self.options.min_throughput_bps
-        if idle_part and self._remeasures < self.options.max_remeasures:
-            # The VF was idle between two of the window's counter refreshes and busy in others:
-            # its load stopped or started inside the window, which then measures the change, not
-            # the setting (a bulk load going idle halfway reads as half the throughput). The next
-            # window tells: idle aborts the probe, busy measures it.
-            self._remeasures += 1
-            return TunerEvent(w.end, Cause.REMEASURE, {"itr": self.probe_itr, "mbps": round(w.bps / 1e6, 1)})
-        self._remeasures = 0
         klass = classify(w, self.active.klass)
         if self.active.klass is None:
             self.active.klass = klass
@@ -553,7 +488,6 @@ class SearchTuner(VfPolicy):
         self.active = self._last_search = suspended
         self.phase = Phase.PROBING
         self.held_class = suspended.klass
-        self._recalled = None
         return self._next_probe(s, TunerEvent(s.t, Cause.RESTART_LOAD,
                                               {"what": f"load back to {suspended.klass}: search resumed"}))
 
@@ -601,7 +535,6 @@ class SearchTuner(VfPolicy):
         self.active = self._last_search = _Search(search, klass, s.t)
         self.phase = Phase.PROBING
         self.held_class = klass
-        self._recalled = None
         if cause in _RESTART_KEYS:
             self.restarts[_RESTART_KEYS[cause]] += 1
         values.update(low=int(low), high=int(high))
@@ -622,7 +555,6 @@ class SearchTuner(VfPolicy):
             return self._converge(s, head)
         self.probe_itr = itr
         self._misses = 0
-        self._remeasures = 0
         moved = not same_itr(itr, s.itr)
         # The adaptive ITR moves with its own state from one window to the next: it is measured
         # over several windows, so that it is judged on what it delivers over time.

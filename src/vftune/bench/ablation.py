@@ -27,9 +27,6 @@ class Mechanism:
 MECHANISMS: tuple[Mechanism, ...] = (
     Mechanism("host-memory", "a VF's unseen class starts from another VF's setting for it", {"host_memory": False}),
     Mechanism("port-judge", "windows on a saturated port are judged on the VF's share", {"port_saturation": float(NEVER)}),
-    Mechanism("worse-recall", "a recalled setting measuring far below its memory is checked",
-              {"worse_margin": 1.0}),
-    Mechanism("remeasure", "a probe window with idle spans inside is measured again", {"max_remeasures": 0}),
     Mechanism("load-change-restart", "a lasting change of rate restarts the search", {"load_change": float(NEVER)}),
     Mechanism("periodic-restart", "the restart every N interrupts or M seconds (the mission's)",
               {"restart_s": float(NEVER), "restart_interrupts": NEVER * NEVER}),

@@ -539,7 +539,7 @@ def tuner_figures(made: dict[str, Recording], segments: list[tuple[float, float]
         "restarts_periodic": restarts.get("periodic", 0),
         # Every change a load change asked for: searches (a held rate that came to livelock the
         # guest's included), recalls of a remembered class.
-        "restarts_load": sum(restarts.get(k, 0) for k in ("load", "worse", "starved", "recall")),
+        "restarts_load": sum(restarts.get(k, 0) for k in ("load", "starved", "recall")),
         "restarts_in_search": restarts.get("in_search", 0),
         "unasked_changes": unasked,
     }
