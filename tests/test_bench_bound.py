@@ -248,5 +248,18 @@ def test_a_vf_that_gains_from_its_neighbours_giving_way_is_still_bounded(tmp_pat
     # ... which its reference, the best over the fixed plans known in advance, includes.
     beaten = oracle_beaten(results)
     assert beaten["beaten"] == [] and beaten["worst"]["score"] <= 1.0 + beaten["slack"]
-    assert by["oracle"].vf_scores[bulk] < 0.5 and by["oracle"].vf_scores["0000:03:10.0"] == 1.0
+    # The small-packet VF's best needs its neighbours to give way a little (the give-way plans).
+    assert by["oracle"].vf_scores[bulk] < 0.5 and by["oracle"].vf_scores["0000:03:10.0"] > 0.95
     assert set(by["oracle"].extra["reference_from"]) - {"oracle"}  # another plan served a VF better
+
+
+def test_a_vf_that_gains_when_its_neighbours_fall_to_the_frontiers_rates_is_still_bounded() -> None:
+    """cdn-edge, seed 2: the tuner holds the web tier's request/response VF and the senders below
+    their oracle rates, and the api tier's VF gains 2.7% over its best under any plan that moves
+    every VF alike. Its reference includes the frontier's plan with it alone at its oracle rate."""
+    results = run(["cdn-edge"], ["vftune", "oracle"], seeds=[2])
+    beaten = oracle_beaten(results)
+    assert beaten["beaten"] == [] and beaten["worst"]["score"] <= 1.0 + beaten["slack"]
+    by = {r.policy: r for r in results}
+    assert "give-way" in by["oracle"].extra["reference_from"]
+    assert set(by) == {"vftune", "oracle"}  # the give-way runs are references, not reported

@@ -122,9 +122,9 @@ def test_progress_reports_oracle_sweeps_then_pairs():
     run(["paper-1vm"], ["fixed-20000"], seeds=[0, 1], duration=60, jobs=1,
         progress=lambda stage, done, total: seen.append((stage, done, total)))
     assert seen[0] == ("oracle", 0, 2) and ("oracle", 2, 2) in seen
-    # Per seed the references (default, the three fixed rates, the frontier, the oracle) and the
-    # eight other rates peers run, held host-wide: fourteen runs, two seeds.
-    assert len(held_policies()) == 8 and seen[-1] == ("pairs", 28, 28)
+    # Per seed the references (default, the three fixed rates, the frontier, the oracle), the
+    # eight other rates peers run held host-wide, and the give-way plans: fifteen tasks, two seeds.
+    assert len(held_policies()) == 9 and seen[-1] == ("pairs", 30, 30)
 
 
 def test_guest_run_default_follows_a_load_change_within_a_fraction_of_a_second():

@@ -36,7 +36,7 @@ saturated port, it is an estimate, and the bench reports the plan's run, not the
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from vftune.bench.oracle import LEFT_ALONE, OraclePhase, OraclePlan, OracleVf, candidates, vf_merit
 from vftune.bench.scores import MIN_RATIO  # a VF that gets nothing scores this, not log(0)
@@ -234,6 +234,22 @@ def _solve_phases(phases: list[_Phase], weights: list[float]) -> tuple[list[list
         mid = (low + high) / 2
         low, high = (mid, high) if dual_total(mid) >= 0 else (low, mid)
     return [ph.plan(c) for ph, c in zip(phases, chosen)], low
+
+
+def give_way_plans(oracle: OraclePlan, front: OraclePlan) -> dict[str, OraclePlan]:
+    """Per busy VF, the frontier's plan with that VF at its oracle rate: its neighbours give way
+    to the cheapest rates that still keep them at the score floors, and it takes its own best.
+    A policy can make that trade (the held-RATE and oracle runs cannot: they move every VF
+    alike); a VF whose frontier rate is its oracle rate in every phase has it in the
+    frontier's own run already."""
+    plans = {}
+    for pci in front.phases[0].vfs:
+        mine = [(f.vfs[pci], o.vfs[pci]) for f, o in zip(front.phases, oracle.phases)]
+        if all(f.itr == o.itr or o.kind in LEFT_ALONE for f, o in mine):
+            continue
+        phases = tuple(replace(f, vfs={**f.vfs, pci: o.vfs[pci]}) for f, o in zip(front.phases, oracle.phases))
+        plans[pci] = replace(front, phases=phases)
+    return plans
 
 
 def frontier(oracle: OraclePlan, max_delay_us: float | None = None) -> Frontier:

@@ -23,7 +23,7 @@ from typing import Any
 from vftune.agent.loop import Agent, AgentConfig
 from vftune.agent.policy import StockMode, VfPolicy, VfPolicyFactory
 from vftune.bench import random_hosts
-from vftune.bench.frontier import frontier
+from vftune.bench.frontier import frontier, give_way_plans
 from vftune.bench.groundtruth import GUEST_STEP_S, MeasuredSim
 from vftune.bench.oracle import OraclePlan, held_plan, oracle_plan, run_duration
 from vftune.bench.registry import (
@@ -38,6 +38,7 @@ from vftune.bench.registry import (
 )
 from vftune.bench.scores import (
     BOUND_PLANS,
+    GIVE_WAY,
     IDLE_BPS,
     Cell,
     PairResult,
@@ -244,11 +245,25 @@ def _plan_task(task: tuple[str, int, str, float | None]) -> OraclePlan:
     return oracle_plan(scenario, seed, objective, duration)
 
 
+def give_way(scenario: str, seed: int, duration: float | None, plan: OraclePlan) -> PairResult:
+    """The give-way reference (frontier.give_way_plans): per VF, its cells from the run of the
+    frontier's plan with that VF at its oracle rate; the other figures are the frontier's."""
+    front = frontier(plan).plan
+    result = run_pair(scenario, ORACLE, seed, duration, front)
+    result.policy, result.cells = GIVE_WAY, {}
+    for pci, mixed in give_way_plans(plan, front).items():
+        run = run_pair(scenario, ORACLE, seed, duration, mixed)
+        result.cells.update({key: cell for key, cell in run.cells.items() if key[0] == pci})
+    return result
+
+
 def _pair_task(task: tuple[str, str, int, float | None, OraclePlan]) -> PairResult:
     scenario, policy, seed, duration, plan = task
     started = time.process_time()
     rate = held_rate(policy)
-    if rate is None:
+    if policy == GIVE_WAY:
+        result = give_way(scenario, seed, duration, plan)
+    elif rate is None:
         result = run_pair(scenario, policy, seed, duration, plan)
     else:  # a reference run: one rate held host-wide, written as the oracle's plan is
         result = run_pair(scenario, ORACLE, seed, duration, held_plan(plan, rate))

@@ -41,10 +41,12 @@ neighbours give way (on a shared 1 GbE port a VF got 1.4 times its plan's bits u
 rate held host-wide, which starves the small-packet neighbours). So under `throughput` each
 VF's reference in a phase is the best it reached there over the runs of the fixed plans known
 in advance, each through the same noisy simulation as every policy: this plan, the frontier's
-(frontier.py), and every rate a peer runs (PEER_RATES) held host-wide (scores.reference_cells).
+(frontier.py), every rate a peer runs (PEER_RATES) held host-wide, and per VF the frontier's
+plan with that VF alone at this plan's rate (its neighbours give way to the cheapest rates that
+keep them at the score floors: the trade a per-VF tuner can make; scores.reference_cells).
 The oracle's own run then scores below 1 on a VF where another plan served that VF better.
-A VF of any policy that still beats its reference by more than 2% (an adaptive policy's
-trade no fixed plan makes, or a change of rate within a phase) shows the bound missing there,
+A VF of any policy that still beats its reference by more than 2% (a trade beyond these, or a
+change of rate within a phase) shows the bound missing there,
 and the bench says so (scores.oracle_beaten). Under `efficiency` and `latency` the reference
 stays the oracle's own run: its rates give up merit on purpose.
 """

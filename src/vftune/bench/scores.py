@@ -290,16 +290,19 @@ def vf_scores(cells: dict[tuple[str, int], Cell], reference: dict[tuple[str, int
 
 
 # The fixed plans known in advance whose runs make each VF's reference under `throughput`
-# (oracle.py says why): the oracle's own, the frontier's, and every rate a peer runs held
-# host-wide (the fixed policies', and the others' as `held-RATE` runs the bench makes for the
-# purpose and does not report). The bench always runs them.
+# (oracle.py says why): the oracle's own, the frontier's, every rate a peer runs held host-wide
+# (the fixed policies', and the others' as `held-RATE` runs), and per VF the frontier's plan
+# with that VF at its oracle rate (GIVE_WAY: one unreported result carrying each VF's cells
+# from its own run). The bench always runs them and reports only the registered policies.
 BOUND_PLANS: tuple[str, ...] = (ORACLE, FRONTIER, *FIXED)
 HELD = "held-"
+GIVE_WAY = "give-way"
 
 
 def held_policies() -> list[str]:
-    """The reference runs of the rates peers run that no fixed policy holds already."""
-    return [f"{HELD}{r}" for r in dict.fromkeys(PEER_RATES) if r not in FIXED.values()]
+    """The reference runs besides the registered policies: the rates peers run that no fixed
+    policy holds already, and the give-way plans."""
+    return [f"{HELD}{r}" for r in dict.fromkeys(PEER_RATES) if r not in FIXED.values()] + [GIVE_WAY]
 
 
 def held_rate(policy: str) -> int | None:
@@ -314,7 +317,7 @@ def reference_cells(by: dict[str, PairResult], objective: str = "throughput") ->
     objectives the oracle's own run (its rates give up merit on purpose). Which plan each
     reference came from is counted in the oracle's `reference_from`."""
     oracle = by[ORACLE]
-    plans = [r for r in by.values() if r.policy in BOUND_PLANS or held_rate(r.policy) is not None] \
+    plans = [r for r in by.values() if r.policy in BOUND_PLANS or r.policy in held_policies()] \
         if objective == "throughput" else [oracle]
     out: dict[tuple[str, int], Cell] = {}
     origin: dict[str, int] = {}
