@@ -57,13 +57,10 @@ def test_a_decision_renders_its_cause_first_and_is_read_back_from_the_text():
     assert Cause.of_reason("owner changed (was vm1): back to adaptive") is None
 
 
-def test_a_reference_taken_again_says_which_evidence_decided():
+def test_a_reference_taken_again_says_how_briefly_the_level_before_it_held():
     burst = TunerEvent(9.0, Cause.REFERENCE, {"change": 0.9, "lasted_s": 30, "ref_s": 12, "mbps": 900})
-    level = TunerEvent(9.0, Cause.REFERENCE, {"change": -0.63, "lasted_s": 30, "held_share": 0.36, "mbps": 900})
     assert burst.text() == ("reference: rate +90% for 30 s outlasted the level before it (12 s) (900 Mbit/s): "
                             "the reference was a burst, taken again")
-    assert level.text() == ("reference: rate -63% for 30 s returns to a level the hold spent 36% of its windows "
-                            "at (900 Mbit/s): the reference was a burst, taken again")
 
 
 def test_a_missing_field_drops_only_its_clause():
@@ -169,20 +166,20 @@ def test_a_shift_that_outlasts_its_reference_retakes_it_without_a_change():
     for i in range(3):  # the hold began in a burst: 6 s at 1.5 times the load
         d.observe(window(2 * i, 6e9), lambda k: 2)
     changes = [d.observe(window(6 + 2 * i, 4e9), lambda k: 2) for i in range(40)]
-    assert [(c.kind, c.evidence) for c in changes if c is not None] == [("reference", "short_reference")]
+    assert [c.kind for c in changes if c is not None] == ["reference"]
     assert d.reference is not None and d.reference.bps == pytest.approx(4e9)
 
 
-def test_a_shift_back_to_a_level_the_hold_already_held_retakes_the_reference():
-    # The hold began in a burst, dropped to the load's level, burst again for 22 s (a long burst
-    # outvotes the level in the median) and came back: the load moved between its own levels.
+def test_a_load_ramping_past_the_reference_restarts_the_search():
+    # A load that climbs steadily (a diurnal curve) leaves the level its setting was chosen for:
+    # once it has been 30% above it for 30 s the search starts again, the reference is not
+    # carried along with the climb.
     d = ChangeDetector(rate_change=0.3, rate_change_s=30.0)
-    levels = [3e9] * 3 + [1e9] * 14 + [3e9] * 22 + [1e9] * 40
-    changes = [c for i, bps in enumerate(levels)
-               if (c := d.observe(window(float(i), bps, duration=1.0), lambda k: 2)) is not None]
-    assert [(c.kind, c.evidence) for c in changes] == [("reference", "level_seen")]
-    assert 0.3 < changes[0].seen_share < 0.4  # 14 of the hold's ~40 windows
-    assert d.reference is not None and d.reference.bps == pytest.approx(1e9)
+    levels = [2e8] * 40 + [2e8 * 1.01 ** i for i in range(300)]  # +1% a second after 40 s
+    found = [(i, c) for i, bps in enumerate(levels)
+             if (c := d.observe(window(float(i), bps, duration=1.0), lambda k: 2)) is not None]
+    assert found and found[0][1].kind == "rate"
+    assert found[0][0] < 40 + 120  # a +30% level lasting 30 s: within two minutes of the climb
 
 
 def test_a_shift_to_a_level_only_noise_touched_is_a_change():
@@ -190,7 +187,7 @@ def test_a_shift_to_a_level_only_noise_touched_is_a_change():
     levels = [3e9] * 60 + [1.5e9] * 4 + [3e9] * 20 + [1e9] * 40  # a 4-s dip is not a level
     found = [(i, c) for i, bps in enumerate(levels)
              if (c := d.observe(window(float(i), bps, duration=1.0), lambda k: 2)) is not None]
-    assert found[0][1].kind == "rate" and found[0][1].evidence is None and found[0][0] == 84 + 29  # 30 s after the step
+    assert found[0][1].kind == "rate" and found[0][0] == 84 + 29  # 30 s after the step
 
 
 def noisy_load(seed: int, seconds: int, level: float, sigma: float, burst: float, start_bursting: bool) -> list[float]:

@@ -67,7 +67,6 @@ _TEMPLATES: dict[Cause, tuple[str, ...]] = {
     Cause.ABORT: ("{why}; back to {itr}",),
     Cause.IDLE: ("load fell to {mbps} Mbit/s", ", holding {itr}"),
     Cause.REFERENCE: ("rate {change} for {lasted_s} s", " outlasted the level before it ({ref_s} s)",
-                      " returns to a level the hold spent {held_share} of its windows at",
                       " ({mbps} Mbit/s): the reference was a burst, taken again"),
     Cause.PORT: ("saturated ({load} of line rate): judged on the VF's share, {credited_mbps} of {mbps} Mbit/s",),
 }
@@ -76,7 +75,7 @@ def _share(value: object) -> str:
 
 
 _FORMATS: dict[str, Callable[[object], str]] = {"itr": _rate, "seen": _rate, "change": _pct,
-                                               "load": _share, "held_share": _share}
+                                               "load": _share}
 
 
 @dataclass(frozen=True)

@@ -10,9 +10,7 @@ times against the level, beyond three of the VF's own measured window noise (a r
 deviation, kept across holds). A change of rate alone must last rate_change_s in one direction
 (bursts of a few seconds are not a new load), and the level it moved from must have held at
 least as long: a shorter reference is no better evidence than the shift (it was most likely a
-burst), so the shift becomes the reference ("reference") and nothing restarts; so does a shift
-to a level the hold already spent a quarter of its windows at (a long burst had outvoted the
-load's own level in the median, and the load came back to it). Two idle windows
+burst), so the shift becomes the reference ("reference") and nothing restarts. Two idle windows
 in a row: the VF went idle, or, when the host counted more interrupts than packets over them,
 starved (receive livelock: window.starved). Pure logic.
 """
@@ -30,18 +28,11 @@ from vftune.agent.memory import WorkloadClass, classify
 from vftune.agent.window import EPS, MedianPool, Window, median_window, starved
 
 ChangeKind = Literal["idle", "starved", "class", "rate", "reference"]
-# Why a lasting shift became the reference: the level it left held too briefly to be trusted,
-# or the hold had already spent LEVEL_SEEN_SHARE of its windows at the shift's level.
-ReferenceEvidence = Literal["short_reference", "level_seen"]
 POOL_WINDOWS = 512  # the hold's level: the median of at most this many of its latest windows
 NOISE_WINDOWS = 240  # the VF's noise: measured over this many of its latest held windows ...
 NOISE_MIN_WINDOWS = 20  # ... once it has this many
 NOISE_SDS = 3.0  # a decade-only jump must clear decade_jump by this many noise deviations
 MAD_TO_SD = 1.4826  # median absolute deviation to standard deviation (normal noise)
-# A lasting shift to a level the hold already spent this share of its windows at is the load
-# moving between its own levels (long bursts), not a new load. A real change leaves few windows
-# there: a shift counts only when every window of it is beyond rate_change of the reference.
-LEVEL_SEEN_SHARE = 0.25
 
 
 @dataclass(frozen=True)
@@ -52,8 +43,6 @@ class Change:
     rate_change: float  # relative change of the bit or packet rate against the reference
     lasted_s: float  # how long the new load has been seen
     held_s: float = 0.0  # how long the level it moved from had held (rate and reference)
-    seen_share: float = 0.0  # the share of that hold's windows already at the new level (rate and reference)
-    evidence: ReferenceEvidence | None = None  # why a shift became the reference (reference only)
 
 
 def rel_change(now: float, ref: float) -> float:
@@ -154,16 +143,10 @@ class ChangeDetector:
             lasted = w.end - self._shifted[0].start
             held = self._shifted[0].start - self._since
             baseline = median_window(self._shifted)
-            seen = self._share_at(baseline)
-            evidence: ReferenceEvidence | None = (
-                "level_seen" if seen >= LEVEL_SEEN_SHARE
-                else "short_reference" if held < self.rate_change_s - EPS else None)
-            if evidence is not None:
+            if held < self.rate_change_s - EPS:
                 # The reference held for less time than a change must last: it is no better
-                # evidence of the load than the shift is, and more likely a burst. Or the hold
-                # already spent a good part of its windows at the shift's level: the load moves
-                # between levels (long bursts), it did not change. Either way the shift's level
-                # becomes the reference; nothing is restarted.
+                # evidence of the load than the shift is, and more likely a burst. The shift's
+                # level becomes the reference; nothing is restarted.
                 self._pool.clear()
                 self._pool.extend(self._shifted)
                 self._shifted = []
@@ -172,18 +155,9 @@ class ChangeDetector:
                 now = classify(baseline)
                 if now is not None and self.klass is not None and same_shape(now, self.klass):
                     self.klass = now  # the level's decade, not the burst's
-                return Change("reference", self.klass, baseline, rate, lasted, held, seen, evidence)
-            return Change("rate", klass, baseline, rate, lasted, held, seen)
+                return Change("reference", self.klass, baseline, rate, lasted, held)
+            return Change("rate", klass, baseline, rate, lasted, held)
         return None
-
-    def _share_at(self, level: Window) -> float:
-        """The share of the hold's windows (the running shift's aside) within rate_change of
-        `level`, in bit and packet rate alike: how much of the hold the load already spent there."""
-        if not self._pool:
-            return 0.0
-        near = sum(1 for w in self._pool.windows()
-                   if max(rel_change(w.pps, level.pps), rel_change(w.bps, level.bps)) <= self.rate_change)
-        return near / len(self._pool)
 
     def _settle_shift(self) -> None:
         """A shift that ended before it lasted was the load's own variation: back into the level."""

@@ -334,10 +334,8 @@ class SearchTuner(VfPolicy):
             return None
         if change.kind == "reference":
             self.held_class = change.klass or self.held_class
-            why: dict[str, object] = ({"held_share": change.seen_share} if change.evidence == "level_seen"
-                                      else {"ref_s": round(change.held_s)})
             self._note(s.t, Cause.REFERENCE, change=change.rate_change, lasted_s=round(change.lasted_s),
-                       mbps=round(change.baseline.bps / 1e6), **why)
+                       ref_s=round(change.held_s), mbps=round(change.baseline.bps / 1e6))
             return None
         if change.kind == "rate":
             return self._begin(s, Cause.RESTART_LOAD, warm=False, baseline=change.baseline, klass=change.klass,
