@@ -263,3 +263,23 @@ def test_a_vf_that_gains_when_its_neighbours_fall_to_the_frontiers_rates_is_stil
     by = {r.policy: r for r in results}
     assert "give-way" in by["oracle"].extra["reference_from"]
     assert set(by) == {"vftune", "oracle"}  # the give-way runs are references, not reported
+
+
+def test_every_vf_of_a_host_with_more_ports_than_one_nic_has_an_address_of_its_own() -> None:
+    """A third port is a second dual-port NIC's, on the next bus: its VFs must not take the first
+    NIC's addresses (the agent and the bench key every VF by its address, and two VFs under one
+    would be tuned and scored as one)."""
+    from vftune.sim.host import SimHost
+    from vftune.sim.layout import pf_name, pf_pci, vf_pci
+
+    assert [pf_name(p) for p in range(4)] == ["enp3s0f0", "enp3s0f1", "enp4s0f0", "enp4s0f1"]
+    assert [pf_pci(p) for p in range(3)] == ["0000:03:00.0", "0000:03:00.1", "0000:04:00.0"]
+    assert [vf_pci(2, n) for n in range(2)] == ["0000:04:10.0", "0000:04:10.2"]
+    drawn = [name for seed in range(3) for name in random_hosts.register(seed, 20)
+             if 'ports = 3' in random_hosts.draw(seed, int(name.rsplit("-", 1)[1]))]
+    assert drawn  # the generator draws three-port hosts
+    for name in drawn[:3]:
+        host = SimHost(name, seed=0, speed=float("inf"))
+        pcis = [vf.pci for vf in host.inventory().vfs()]
+        assert len(pcis) == len(set(pcis)) == len(host.spec.vfs)
+        host.close()
