@@ -449,9 +449,8 @@ class Agent:
             log.warning("snapshot: %s", err)
         itrs = {pci: st.itr for pci, st in self.vfs.items()}
         modes = {name: st.mode for name, st in self.pfs.items()}
-        vf_samples, pf_samples = self._deriver.derive(snap, self.inventory, itrs, modes)
-        vf_samples = [s if (st := self.vfs.get(s.pci)) is None or st.pending_itr is None
-                      else replace(s, itr_pending=st.pending_itr) for s in vf_samples]
+        pending = {pci: st.pending_itr for pci, st in self.vfs.items() if st.pending_itr is not None}
+        vf_samples, pf_samples = self._deriver.derive(snap, self.inventory, itrs, modes, pending)
         now = self.wall(snap.time)
         self._poll_mode.update(snap)
         for s in vf_samples:
