@@ -91,6 +91,32 @@ def test_a_real_netlink_reply_cut_or_corrupted_anywhere(data):
         assert "enp3s0f0" in str(exc)
 
 
+def _outcome(buf: bytes, memo: dict | None = None) -> object:
+    try:
+        return parse_link(buf, "enp3s0f0", memo)
+    except HostError as exc:
+        return str(exc)
+
+
+@FUZZ
+@given(st.data())
+def test_a_reply_parsed_with_the_last_replys_memo_is_the_reply_parsed_afresh(data):
+    """VFs whose attributes did not change are not parsed again (the memo of the last reply): what
+    comes out, a result or the error, is what parsing the reply alone gives."""
+    moved = data.draw(st.sets(st.integers(0, 3)))
+    wire = link_reply("enp3s0f0", 4, (10, 1000), {n: VfCounts(n, 100 * n, 2 * n, 200 * n) for n in range(4)})
+    later = link_reply("enp3s0f0", 4, (20, 2000), {n: VfCounts(n + (n in moved), 100 * n, 2 * n, 200 * n)
+                                                     for n in range(4)})
+    flips = data.draw(st.lists(st.tuples(st.integers(0, len(later) - 1), st.integers(0, 255)), max_size=3))
+    buf = bytearray(later)
+    for at, value in flips:
+        buf[at] = value
+    memo: dict = {}
+    assert _outcome(wire, memo) == _outcome(wire)
+    assert _outcome(bytes(buf), memo) == _outcome(bytes(buf))
+    assert _outcome(bytes(later), memo) == _outcome(bytes(later))
+
+
 @FUZZ
 @given(st.one_of(TEXT, BYTES.map(as_text)))
 def test_libvirt_domain_xml_gives_addresses_or_a_host_error(text):

@@ -40,7 +40,7 @@ from vftune.hostdriver.linux.guest_wiring import (
     guest_original,
 )
 from vftune.hostdriver.linux.libvirt_guests import GuestDirectory, GuestView, import_libvirt
-from vftune.hostdriver.linux.netlink_vfstats import LinkStats, as_source, parse_link
+from vftune.hostdriver.linux.netlink_vfstats import LinkStats, VfStat, as_source, parse_link
 from vftune.hostdriver.linux.proc_interrupts import InterruptCounts, parse_interrupts
 from vftune.hostdriver.linux.qemu_guests import GUEST_AGENT_PORT, QemuScan, scan_processes
 from vftune.hostdriver.linux.sysfs_inventory import PfDevice, SysfsScan, scan
@@ -157,6 +157,8 @@ class LinuxHost(HostDriver):
         self._drops = self._drops_reader(guest_rx_drops, connect, unavailable, guest_rx_drops_limits)
         self._journal.register(KIND_GUEST_AGENT, self._restore_guest_agent_entry)
         self._vf_infos: tuple[VfInfo, ...] = ()
+        # Per PF: its last reply's IFLA_VF_INFO payloads, parsed (netlink_vfstats.vfinfo_from_buffer).
+        self._vfinfo_memo: dict[str, dict[bytes, tuple[int, VfStat] | None]] = {}
 
     def _agent_transport(self, sockets: str | os.PathLike[str] | None
                          ) -> tuple[Callable[[str], AgentChannel] | None, str]:
@@ -434,7 +436,10 @@ class LinuxHost(HostDriver):
         pfs: dict[str, PfCounters] = {}
         for name, dev in sysfs.pf_devices.items():
             try:
-                link = links[name] = parse_link(self._source.link_reply(name), name)
+                memo = self._vfinfo_memo.get(name)
+                if memo is None:
+                    memo = self._vfinfo_memo[name] = {}
+                link = links[name] = parse_link(self._source.link_reply(name), name, memo)
             except HostError as exc:
                 errors.append(str(exc))
                 continue
