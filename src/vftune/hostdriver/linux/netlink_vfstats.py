@@ -195,9 +195,16 @@ def _attrs(buf: bytes, start: int, end: int) -> list[tuple[int, int, int]]:
 
 
 _STAT_ATTR = 4 + _U64.size  # one IFLA_VF_STATS_* attribute as the kernel packs it (nla_put_u64_64bit)
-_STATS_STRUCTS: dict[int, struct.Struct] = {}  # payload size -> its all-u64 layout, "=HHQHHQ..."
+# IFLA_VF_STATS payload size -> its all-u64 layout ("=HHQHHQ...") and the lengths it must hold.
+_STATS_STRUCTS: dict[int, tuple[struct.Struct, tuple[int, ...]]] = {}
+# The attribute kinds, in order -> where each of the four counters is in the unpacked values.
+_STAT_PICKS: dict[tuple[int, ...], tuple[int | None, ...]] = {}
 _MACS: dict[bytes, str] = {}  # raw 6 bytes -> aa:bb:cc:dd:ee:ff (a host's VFs' MACs: a few hundred)
 _MACS_MAX = 4096
+# IFLA_VF_INFO payload size -> the headers its last walk met (a struct reading them all at once,
+# their values) and where its MAC and stats were: VFs of one PF share one shape.
+_SHAPES: dict[int, tuple[struct.Struct, tuple[int, ...], tuple[tuple[int, int, int], ...]]] = {}
+_SHAPES_MAX = 256
 
 
 def _vf_stats(buf: bytes, start: int, end: int) -> list[int]:
@@ -208,14 +215,20 @@ def _vf_stats(buf: bytes, start: int, end: int) -> list[int]:
         # The kernel's layout: every attribute a u64, 12 bytes, no padding: one unpack for all.
         layout = _STATS_STRUCTS.get(size)
         if layout is None:
-            layout = _STATS_STRUCTS[size] = struct.Struct("=" + "HHQ" * (size // _STAT_ATTR))
-        values = layout.unpack_from(buf, start)
-        if all(length == _STAT_ATTR for length in values[0::3]):
-            for kind, value in zip(values[1::3], values[2::3]):
-                slot = _STAT_FIELDS.get(kind & NLA_TYPE_MASK)
-                if slot is not None:
-                    counts[slot] = value
-            return counts
+            layout = _STATS_STRUCTS[size] = (struct.Struct("=" + "HHQ" * (size // _STAT_ATTR)),
+                                             (_STAT_ATTR,) * (size // _STAT_ATTR))
+        values = layout[0].unpack_from(buf, start)
+        if values[0::3] == layout[1]:
+            kinds = values[1::3]
+            picks = _STAT_PICKS.get(kinds)
+            if picks is None:
+                if len(_STAT_PICKS) >= _SHAPES_MAX:
+                    _STAT_PICKS.clear()
+                # Which value fills each counter: the last attribute of its kind.
+                last = {_STAT_FIELDS[k & NLA_TYPE_MASK]: 3 * i + 2 for i, k in enumerate(kinds)
+                        if (k & NLA_TYPE_MASK) in _STAT_FIELDS}
+                picks = _STAT_PICKS[kinds] = tuple(last.get(slot) for slot in range(4))
+            return [0 if i is None else values[i] for i in picks]
     for stat, t0, _t1 in _attrs(buf, start, end):
         slot = _STAT_FIELDS.get(stat)
         if slot is not None:
@@ -227,17 +240,31 @@ def _vf_info(buf: bytes, start: int, end: int) -> tuple[int, VfStat] | None:
     """One IFLA_VF_INFO payload: (VF index, its counters), None without IFLA_VF_MAC or IFLA_VF_STATS."""
     # The level is checked whole before any of it is read (as _attrs does), then MAC and stats
     # are read in their order: the same errors, first to last, as walking it with _attrs.
-    wanted = []
-    off = start
-    unpack = _NLAHDR.unpack_from
-    while off + 4 <= end:
-        length, kind = unpack(buf, off)
-        if length < 4 or off + length > end:
-            raise HostError(f"malformed netlink attribute at byte {off} (length {length})")
-        kind &= NLA_TYPE_MASK
-        if kind in (IFLA_VF_MAC, IFLA_VF_STATS):
-            wanted.append((kind, off + 4, off + length))
-        off += (length + 3) & ~3
+    shape = _SHAPES.get(end - start)
+    if shape is not None and end <= len(buf) and shape[0].unpack_from(buf, start) == shape[1]:
+        # Every header where the last VF of this size had its own: the same walk, the same attributes.
+        wanted = [(kind, start + r0, start + r1) for kind, r0, r1 in shape[2]]
+    else:
+        wanted = []
+        headers: list[int] = []
+        layout = "="
+        off = start
+        unpack = _NLAHDR.unpack_from
+        while off + 4 <= end:
+            length, kind = unpack(buf, off)
+            if length < 4 or off + length > end:
+                raise HostError(f"malformed netlink attribute at byte {off} (length {length})")
+            headers += (length, kind)
+            step = (length + 3) & ~3
+            layout += "HH" + (f"{min(step, end - off) - 4}x" if min(step, end - off) > 4 else "")
+            kind &= NLA_TYPE_MASK
+            if kind in (IFLA_VF_MAC, IFLA_VF_STATS):
+                wanted.append((kind, off + 4, off + length))
+            off += step
+        if len(_SHAPES) >= _SHAPES_MAX:
+            _SHAPES.clear()
+        _SHAPES[end - start] = (struct.Struct(layout), tuple(headers),
+                                tuple((kind, p0 - start, p1 - start) for kind, p0, p1 in wanted))
     index = None
     mac: str | None = None
     counts: list[int] | None = None
