@@ -180,10 +180,10 @@ def _is_full(exc: sqlite3.Error) -> bool:
 
 def _private(path: Path) -> None:
     """The history names guests and UUIDs: the file and its -wal/-shm are the owner's only."""
-    for p in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
+    for p in (str(path), f"{path}-wal", f"{path}-shm"):
         try:
-            if p.exists() and p.stat().st_mode & 0o077:
-                p.chmod(0o600)
+            if os.stat(p).st_mode & 0o077:  # one stat a file: this runs after every write
+                os.chmod(p, 0o600)
         except OSError:
             pass
 
