@@ -20,7 +20,7 @@ from vftune.hostdriver.base import HostError
 from vftune.hostdriver.linux.cpu import HostCpu, parse_pid_stat, parse_proc_stat
 from vftune.hostdriver.linux.libvirt_guests import hostdev_addresses
 from vftune.hostdriver.linux.netlink_vfstats import LinkStats, parse_link
-from vftune.hostdriver.linux.proc_interrupts import InterruptCounts, parse_interrupts
+from vftune.hostdriver.linux.proc_interrupts import InterruptCounts, InterruptsMemo, parse_interrupts
 from vftune.hostdriver.linux.sysfs_inventory import SysfsScan, scan
 
 FUZZ = settings(max_examples=200, derandomize=True, deadline=None)
@@ -39,6 +39,18 @@ def as_text(data: bytes) -> str:
 @given(BYTES)
 def test_proc_interrupts_never_raises(data):
     assert isinstance(parse_interrupts(as_text(data)), InterruptCounts)
+
+
+@FUZZ
+@given(st.lists(st.one_of(TEXT, BYTES.map(as_text)), min_size=1, max_size=4), st.data())
+def test_proc_interrupts_read_with_the_last_reads_memo_is_the_read_parsed_afresh(texts, data):
+    """Rows that did not change are not parsed again: every read gives what it gives alone,
+    whatever the reads before it (some rows kept, some changed, the CPU count changed)."""
+    real = (" " * 11 + "CPU0       CPU1\n 100:   5   6   IR-PCI-MSIX  vfio-msix[0](0000:03:10.0)\n"
+            " 101:   7   8   IR-PCI-MSIX  vfio-msix[1](0000:03:10.0)\n NMI:   1   1   Non-maskable\n")
+    memo = InterruptsMemo()
+    for text in [real, *texts, real.replace(" 7 ", " 9 "), data.draw(st.sampled_from(texts)) + real]:
+        assert parse_interrupts(text, memo) == parse_interrupts(text)
 
 
 def test_proc_interrupts_skips_what_the_issue_found():

@@ -41,7 +41,7 @@ from vftune.hostdriver.linux.guest_wiring import (
 )
 from vftune.hostdriver.linux.libvirt_guests import GuestDirectory, GuestView, import_libvirt
 from vftune.hostdriver.linux.netlink_vfstats import LinkStats, VfStat, as_source, parse_link
-from vftune.hostdriver.linux.proc_interrupts import InterruptCounts, parse_interrupts
+from vftune.hostdriver.linux.proc_interrupts import InterruptCounts, InterruptsMemo, parse_interrupts
 from vftune.hostdriver.linux.qemu_guests import GUEST_AGENT_PORT, QemuScan, scan_processes
 from vftune.hostdriver.linux.sysfs_inventory import PfDevice, SysfsScan, scan
 from vftune.hostdriver.linux.sysfs_io import as_count, read_optional, read_source, read_text, write_text
@@ -159,6 +159,7 @@ class LinuxHost(HostDriver):
         self._vf_infos: tuple[VfInfo, ...] = ()
         # Per PF: its last reply's IFLA_VF_INFO payloads, parsed (netlink_vfstats.vfinfo_from_buffer).
         self._vfinfo_memo: dict[str, dict[bytes, tuple[int, VfStat] | None]] = {}
+        self._irq_memo = InterruptsMemo()  # /proc/interrupts rows as the last read parsed them
 
     def _agent_transport(self, sockets: str | os.PathLike[str] | None
                          ) -> tuple[Callable[[str], AgentChannel] | None, str]:
@@ -419,7 +420,7 @@ class LinuxHost(HostDriver):
         interrupts: InterruptCounts | None = None
         irq_path = self.procfs_root / "interrupts"
         try:
-            interrupts = parse_interrupts(read_source(irq_path))
+            interrupts = parse_interrupts(read_source(irq_path), self._irq_memo)
         except HostError as exc:
             errors.append(str(exc))
         host_irq, host_cpus = 0.0, 1
@@ -447,6 +448,9 @@ class LinuxHost(HostDriver):
 
         vfs: dict[str, VfCounters] = {}
         macs_changed = False
+        always_fresh = {n: d.patched_itr or n in refreshed for n, d in sysfs.pf_devices.items()}
+        vfio = interrupts.vfio_by_pci if interrupts is not None else {}
+        update, known_macs = health.update, self._macs
         for pci, vf in sysfs.vf_devices.items():
             pf_link = links.get(vf.pf)
             if pf_link is None:
@@ -455,17 +459,17 @@ class LinuxHost(HostDriver):
             if stat is None:
                 errors.append(f"{vf.pf} VF {vf.index} ({pci}): not in the PF's netlink VF list (VF removed?)")
                 continue
-            irqs = interrupts.for_vf(pci, vf.msi_irqs) if interrupts is not None else None
-            h = health.update(pci, t, stat.rx_packets + stat.tx_packets, irqs,
-                              always_fresh=sysfs.pf_devices[vf.pf].patched_itr or vf.pf in refreshed)
-            vfs[pci] = VfCounters(
-                rx_packets=stat.rx_packets, rx_bytes=stat.rx_bytes,
-                tx_packets=stat.tx_packets, tx_bytes=stat.tx_bytes,
-                interrupts=irqs, counters_time=h.counters_time, stale=h.stale, interrupts_frozen=h.interrupts_frozen,
-                mac=stat.mac,
-            )
-            if stat.mac and self._macs.get(pci) != stat.mac:
-                self._macs[pci] = stat.mac
+            irqs = None
+            if interrupts is not None:  # InterruptCounts.for_vf, its vfio-msix rows first
+                irqs = vfio.get(pci)
+                if irqs is None:
+                    irqs = interrupts.for_vf(pci, vf.msi_irqs)
+            h = update(pci, t, stat.rx_packets + stat.tx_packets, irqs, always_fresh[vf.pf])
+            mac = stat.mac
+            vfs[pci] = VfCounters(stat.rx_packets, stat.rx_bytes, stat.tx_packets, stat.tx_bytes, irqs,
+                                  h.counters_time, h.stale, h.interrupts_frozen, mac)
+            if mac and known_macs.get(pci) != mac:
+                known_macs[pci] = mac
                 macs_changed = True
 
         if macs_changed:  # a VF got (or changed) its MAC: the guest agent finds its interface by it
