@@ -157,6 +157,7 @@ class LinuxHost(HostDriver):
         self._drops = self._drops_reader(guest_rx_drops, connect, unavailable, guest_rx_drops_limits)
         self._journal.register(KIND_GUEST_AGENT, self._restore_guest_agent_entry)
         self._vf_infos: tuple[VfInfo, ...] = ()
+        self._vf_index_of: tuple[tuple[VfInfo, ...], dict[str, VfInfo], dict[str, int]] | None = None
         # Per PF: its last reply's IFLA_VF_INFO payloads, parsed (netlink_vfstats.vfinfo_from_buffer).
         self._vfinfo_memo: dict[str, dict[bytes, tuple[int, VfStat] | None]] = {}
         self._irq_memo = InterruptsMemo()  # /proc/interrupts rows as the last read parsed them
@@ -299,16 +300,31 @@ class LinuxHost(HostDriver):
     def vf_actuator(self, vf_pci: str) -> VfActuator | None:
         return self._guest_agent.status(vf_pci)
 
-    def vf_drops(self, vf_pci: str) -> VfDrops | None:
+    def _vf_index(self) -> tuple[dict[str, VfInfo], dict[str, int]]:
+        """The VFs by PCI address and how many each guest holds, worked out once per inventory:
+        a view asks for every VF's drops, and a scan of all VFs for each was O(n^2) a view."""
         infos = self._vf_infos
-        vf = next((v for v in infos if v.pci == vf_pci), None)
+        if self._vf_index_of is None or self._vf_index_of[0] is not infos:
+            held: dict[str, int] = {}
+            for v in infos:
+                if v.guest is not None:
+                    held[v.guest.name] = held.get(v.guest.name, 0) + 1
+            by_pci: dict[str, VfInfo] = {}
+            for v in infos:
+                by_pci.setdefault(v.pci, v)  # the first, as a scan finds it
+            self._vf_index_of = (infos, by_pci, held)
+        return self._vf_index_of[1], self._vf_index_of[2]
+
+    def vf_drops(self, vf_pci: str) -> VfDrops | None:
+        by_pci, held = self._vf_index()
+        vf = by_pci.get(vf_pci)
         if vf is None:
             return None
         if self._drops is None:
             if self._drops_unavailable is not None:
                 return VfDrops("unavailable", self._drops_unavailable)
             return VfDrops("off", "guests' socket receive drops are not read (--guest-rx-drops off)")
-        scope = drops_scope(vf, infos)
+        scope = drops_scope(vf, self._vf_infos, held.get(vf.guest.name, 0) if vf.guest is not None else None)
         if scope is not None or vf.guest is None:
             return scope
         return self._drops.source(vf.guest.name)
