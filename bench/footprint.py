@@ -12,10 +12,16 @@ page workers) from /proc/PID/stat over --seconds after --warmup, with no client 
 of each; and how long after the restore a SIGTERM with no client leaves the process.
 
 Beside them, in this process (no API, no signals): the per-tick breakdown from a cProfile run of
-the same agent on the same tree (sample = the backend's snapshot + rate derivation; record =
-the store and the row recorder; decide = the rest of the tick: policies, writes, bookkeeping;
-view = the copy of 126 VFs the API process gets, built and pickled), and the sampling pass alone
-(the backend's snapshot, median of --passes) as the in-run reference.
+the same agent on the same tree, with the policies' states copied for a view every 2 s as the
+service does with no client (shares of the tick's wall time in the profile, from its caller
+table: sample = the backend's snapshot + rate derivation; tuner = the VF policies' step, state and
+measured window; PF = the PF controllers; writes = ITR and mode writes, read-backs, inventory;
+record = the row recorder and the store; loop = the rest, the tick's own bookkeeping), the CPU of
+one view (the copy of 126 VFs the API process gets, built and pickled) and of the policies'
+states a view copies (what a tick adds when a reader takes a view after every one), the
+sampling pass alone (the backend's snapshot, median of --passes) as the in-run reference, and
+the tuner's top functions by their own time (--top). --ticks-only prints this part alone, for
+the steady and the idle load.
 
 Then, on the search/changing run, 20 clients for --load-seconds: each asks a 1000-row page of a
 VF's history (a history file pre-filled with one hour of per-second rows and seven days of
@@ -23,6 +29,7 @@ VF's history (a history file pre-filled with one hour of per-second rows and sev
 of each.
 
     .venv/bin/python bench/footprint.py [--seconds 30] [--warmup 12] [--policy search] [--load idle]
+                                        [--ticks-only] [--top 10]
 
 The machine this runs on is part of every figure: the script prints the load average, and a
 PASS from a machine that was not quiet says so.
@@ -55,10 +62,15 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "fixtures"))
 import hosttree
-from linux_host import ManualClock, make_host, make_tree
+from agent_on_tree import ChangingHost
+from linux_host import ManualClock, fixture_replies, make_tree
+from netlink_wire import CountingHost
 
 from vftune.agent.loop import Agent, AgentConfig
 from vftune.agent.policies import pf_controller, vf_policy
+from vftune.api.process import VIEW_IDLE_S
+from vftune.hostdriver.linux.host import LinuxHost
+from vftune.hostdriver.linux.netlink_vfstats import ReplaySource
 from vftune.store.db import Store
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -238,18 +250,78 @@ def _push_view(agent: Agent) -> bytes:
     return pickle.dumps(agent.view())  # what the API process gets when a reader asks
 
 
-def _ct(stats: pstats.Stats, file_end: str, name: str) -> float:
-    return sum(v[3] for (f, _line, fn), v in stats.stats.items()  # type: ignore[attr-defined]
-               if f.endswith(file_end) and fn == name)
+# The tuner's own code (a profile's top functions from these files are printed for its owner).
+TUNER_FILES = tuple(f"agent/{name}.py" for name in (
+    "tuner", "itr_search", "objective", "memory", "change", "window", "port", "restart", "causes", "siblings",
+    "value", "policy")) + ("vftune/itr.py",)
+# Called from Agent.tick, by what they are: the rest of the tick (its own lines and helpers) is "loop".
+SAMPLE = (("linux/host.py", "snapshot"), ("agent/sampling.py", "derive"))
+WRITES = (("agent/loop.py", "_apply_itr"), ("agent/loop.py", "_apply_mode"), ("agent/loop.py", "_keep_warm"),
+          ("agent/loop.py", "_collect"), ("agent/loop.py", "refresh_inventory"))
+RECORD = (("agent/recording.py", "add"), ("agent/recording.py", "take"), ("agent/recording.py", "due"),
+          ("store/db.py", "record_tick"), ("store/db.py", "record_decisions"), ("store/db.py", "maintain"))
+POLICY_CALLS = ("step", "state", "measured_window")  # a VF policy's, from the tick (PF controllers': agent/mode.py)
 
 
-def tick_profile(policy: str, ticks: int, passes: int) -> dict[str, float]:
+def _tick_parts(stats: pstats.Stats) -> dict[str, float]:
+    """CPU of each part of Agent.tick, from the profile's caller table (time in each callee when
+    called from the tick), as shares of the tick."""
+    table = stats.stats  # type: ignore[attr-defined]
+    tick = next(k for k in table if k[0].endswith("agent/loop.py") and k[2] == "tick")
+    total = table[tick][3]
+    parts = dict.fromkeys(("sample", "tuner", "pf", "writes", "record", "loop"), 0.0)
+    for (f, _line, fn), value in table.items():
+        from_tick = value[4].get(tick)
+        if from_tick is None:
+            continue
+        ct = from_tick[3]
+        if any(f.endswith(e) and fn == n for e, n in SAMPLE):
+            parts["sample"] += ct
+        elif any(f.endswith(e) and fn == n for e, n in WRITES):
+            parts["writes"] += ct
+        elif any(f.endswith(e) and fn == n for e, n in RECORD):
+            parts["record"] += ct
+        elif fn in POLICY_CALLS and f.endswith("agent/mode.py"):
+            parts["pf"] += ct
+        elif fn in POLICY_CALLS and not f.endswith("agent/loop.py"):
+            parts["tuner"] += ct
+    parts["loop"] = total - sum(parts.values())
+    return {k: v / total for k, v in parts.items()}
+
+
+def _tuner_top(stats: pstats.Stats, n: int) -> list[tuple[str, float, float, int]]:
+    """The tuner's functions by their own CPU: (file:function, own share of the tick, cumulative
+    share, calls)."""
+    table = stats.stats  # type: ignore[attr-defined]
+    tick = next(k for k in table if k[0].endswith("agent/loop.py") and k[2] == "tick")
+    total = table[tick][3]
+    rows = [(f"{f.split('vftune/', 1)[-1]}:{line}({fn})", v[2] / total, v[3] / total, v[1])
+            for (f, line, fn), v in table.items() if f.endswith(TUNER_FILES)]
+    return sorted(rows, key=lambda r: -r[1])[:n]
+
+
+def _replies(load: str) -> CountingHost:
+    """The fixture's netlink replies under a load, as agent_on_tree.py makes them."""
+    replies = fixture_replies(seed=7)
+    if load == "idle":
+        replies.frozen = {(pf, n) for pf, (_ifindex, numvfs) in replies.pfs.items() for n in range(numvfs)}
+    elif load == "changing":
+        replies = ChangingHost(dict(replies.pfs), seed=7, macs=replies.macs)
+    return replies
+
+
+def tick_profile(policy: str, ticks: int, passes: int, top: int = 0, load: str = "steady") -> dict[str, Any]:
+    """The agent's tick in this process, as the service runs it with no client connected: the
+    policies' states are copied for a view every VIEW_IDLE_S (api/process.py), not every tick."""
     logging.disable(logging.WARNING)
+    every = max(1, round(VIEW_IDLE_S / INTERVAL_S))
     with tempfile.TemporaryDirectory(prefix="vftune-tick-") as tmp:
         clock = ManualClock()
-        host, _ = make_host(Path(tmp) / "host", clock=clock, sleeper=clock.sleep)
+        sysfs, procfs, uri = make_tree(Path(tmp) / "host")
+        host = LinuxHost(sysfs, procfs, uri, ReplaySource(_replies(load)), clock=clock, sleeper=clock.sleep)
         store = Store(Path(tmp) / "vftune.db")
         agent = Agent(host, store, vf_policy(policy), pf_controller("hybrid"), AgentConfig(interval=INTERVAL_S))
+        agent.view_wanted = lambda: agent.ticks % every == every - 1
         agent.start("footprint")
         for _ in range(40):  # past the first windows and the first record period
             clock.sleep(INTERVAL_S)
@@ -263,6 +335,13 @@ def tick_profile(policy: str, ticks: int, passes: int) -> dict[str, float]:
         for _ in range(ticks // 4):
             _push_view(agent)
         view_ms = (time.process_time() - cpu0) / max(1, ticks // 4) * 1000
+        # What a tick adds when a reader takes a view after every one: the policies' states.
+        policies = list(agent._policies.values())
+        cpu0 = time.process_time()
+        for _ in range(ticks // 4):
+            for p in policies:
+                p.state()
+        states_ms = (time.process_time() - cpu0) / max(1, ticks // 4) * 1000
         prof = cProfile.Profile()
         prof.enable()
         for _ in range(ticks):
@@ -270,11 +349,7 @@ def tick_profile(policy: str, ticks: int, passes: int) -> dict[str, float]:
             agent.tick()
         prof.disable()
         stats = pstats.Stats(prof)
-        total = _ct(stats, "agent/loop.py", "tick")
-        sample = _ct(stats, "linux/host.py", "snapshot") + _ct(stats, "agent/sampling.py", "derive")
-        record = (_ct(stats, "agent/recording.py", "add") + _ct(stats, "agent/recording.py", "take")
-                  + _ct(stats, "store/db.py", "record_tick") + _ct(stats, "store/db.py", "record_decisions")
-                  + _ct(stats, "store/db.py", "maintain"))
+        parts = _tick_parts(stats)
         passes_ms = []
         for _ in range(passes):
             c0 = time.process_time()
@@ -284,8 +359,8 @@ def tick_profile(policy: str, ticks: int, passes: int) -> dict[str, float]:
         host.close()
         store.close()
     logging.disable(logging.NOTSET)
-    return {"tick_ms": tick_ms, "view_ms": view_ms, "sample": sample / total, "record": record / total,
-            "decide": 1 - (sample + record) / total, "pass_ms": statistics.median(passes_ms)}
+    return {"tick_ms": tick_ms, "view_ms": view_ms, "states_ms": states_ms, **parts,
+            "pass_ms": statistics.median(passes_ms), "top": _tuner_top(stats, top) if top else []}
 
 
 # -- the report -------------------------------------------------------------------------------
@@ -306,6 +381,9 @@ def main() -> None:
     parser.add_argument("--load-seconds", type=float, default=20.0, help="the 20 clients' run; 0: none")
     parser.add_argument("--ticks", type=int, default=200, help="ticks of the in-process profile")
     parser.add_argument("--passes", type=int, default=200, help="sampling passes of the reference")
+    parser.add_argument("--top", type=int, default=10, help="the tuner's top functions printed per policy; 0: none")
+    parser.add_argument("--ticks-only", action="store_true",
+                        help="the per-tick part alone, steady and idle (no service runs)")
     args = parser.parse_args()
     policies = args.policy or ["observe", "search"]
     loads = args.load or ["steady", "changing", "idle"]
@@ -313,16 +391,28 @@ def main() -> None:
     print(f"126-VF fixture host, {1 / INTERVAL_S:g} ticks/s; CPU over {args.seconds:g} s after {args.warmup:g} s, "
           f"no client; load average {load_avg:.2f} on {os.cpu_count()} CPUs before the runs")
 
-    print("\nper tick, in this process (cProfile shares of the tick; CPU ms without the profiler):")
-    print(f"{'policy':<8} {'tick ms':>8} {'sample':>7} {'decide':>7} {'record':>7} {'view ms':>8} "
-          f"{'sampling pass ms':>17} {'pass at 4/s':>12}")
-    profiles = {}
+    print("\nper tick, in this process, views every 2 s as with no client (cProfile shares of the tick; "
+          "CPU ms without the profiler):")
+    print(f"{'policy':<8} {'load':<9} {'tick ms':>8} {'sample':>7} {'tuner':>6} {'PF':>4} {'writes':>7} {'record':>7} "
+          f"{'loop':>5} {'view ms':>8} {'states ms':>10} {'sampling pass ms':>17} {'pass at 4/s':>12}")
+    profiles: dict[str, dict[str, Any]] = {}
     for policy in policies:
-        r = profiles[policy] = tick_profile(policy, args.ticks, args.passes)
-        print(f"{policy:<8} {r['tick_ms']:>8.2f} {r['sample'] * 100:>6.0f}% {r['decide'] * 100:>6.0f}% "
-              f"{r['record'] * 100:>6.0f}% {r['view_ms']:>8.2f} {r['pass_ms']:>17.2f} "
-              f"{r['pass_ms'] / INTERVAL_S / 10:>11.2f}%")
+        for load in ["steady", "idle"] if args.ticks_only else ["steady"]:
+            r = tick_profile(policy, args.ticks, args.passes, args.top if load == "steady" else 0, load)
+            if load == "steady":
+                profiles[policy] = r
+            print(f"{policy:<8} {load:<9} {r['tick_ms']:>8.2f} {r['sample'] * 100:>6.0f}% {r['tuner'] * 100:>5.0f}% "
+                  f"{r['pf'] * 100:>3.0f}% {r['writes'] * 100:>6.0f}% {r['record'] * 100:>6.0f}% {r['loop'] * 100:>4.0f}% "
+                  f"{r['view_ms']:>8.2f} {r['states_ms']:>10.2f} {r['pass_ms']:>17.2f} "
+                  f"{r['pass_ms'] / INTERVAL_S / 10:>11.2f}%")
+    for policy, r in profiles.items():
+        if r["top"]:
+            print(f"\n{policy}: the tuner's functions by own CPU (share of the tick; cumulative; calls):")
+            for name, own, cum, calls in r["top"]:
+                print(f"  {own * 100:5.1f}%  {cum * 100:5.1f}%  {calls:>7}  {name}")
 
+    if args.ticks_only:
+        return
     history = None
     if args.load_seconds > 0 and "search" in policies and "changing" in loads:
         history = filled_history(Path(tempfile.mkdtemp(prefix="vftune-history-")) / "history.db")

@@ -20,7 +20,7 @@ from vftune.hostdriver.base import HostError
 from vftune.hostdriver.linux.cpu import HostCpu, parse_pid_stat, parse_proc_stat
 from vftune.hostdriver.linux.libvirt_guests import hostdev_addresses
 from vftune.hostdriver.linux.netlink_vfstats import LinkStats, parse_link
-from vftune.hostdriver.linux.proc_interrupts import InterruptCounts, parse_interrupts
+from vftune.hostdriver.linux.proc_interrupts import InterruptCounts, InterruptsMemo, parse_interrupts
 from vftune.hostdriver.linux.sysfs_inventory import SysfsScan, scan
 
 FUZZ = settings(max_examples=200, derandomize=True, deadline=None)
@@ -39,6 +39,18 @@ def as_text(data: bytes) -> str:
 @given(BYTES)
 def test_proc_interrupts_never_raises(data):
     assert isinstance(parse_interrupts(as_text(data)), InterruptCounts)
+
+
+@FUZZ
+@given(st.lists(st.one_of(TEXT, BYTES.map(as_text)), min_size=1, max_size=4), st.data())
+def test_proc_interrupts_read_with_the_last_reads_memo_is_the_read_parsed_afresh(texts, data):
+    """Rows that did not change are not parsed again: every read gives what it gives alone,
+    whatever the reads before it (some rows kept, some changed, the CPU count changed)."""
+    real = (" " * 11 + "CPU0       CPU1\n 100:   5   6   IR-PCI-MSIX  vfio-msix[0](0000:03:10.0)\n"
+            " 101:   7   8   IR-PCI-MSIX  vfio-msix[1](0000:03:10.0)\n NMI:   1   1   Non-maskable\n")
+    memo = InterruptsMemo()
+    for text in [real, *texts, real.replace(" 7 ", " 9 "), data.draw(st.sampled_from(texts)) + real]:
+        assert parse_interrupts(text, memo) == parse_interrupts(text)
 
 
 def test_proc_interrupts_skips_what_the_issue_found():
@@ -89,6 +101,32 @@ def test_a_real_netlink_reply_cut_or_corrupted_anywhere(data):
         parse_link(bytes(buf), "enp3s0f0")
     except HostError as exc:
         assert "enp3s0f0" in str(exc)
+
+
+def _outcome(buf: bytes, memo: dict | None = None) -> object:
+    try:
+        return parse_link(buf, "enp3s0f0", memo)
+    except HostError as exc:
+        return str(exc)
+
+
+@FUZZ
+@given(st.data())
+def test_a_reply_parsed_with_the_last_replys_memo_is_the_reply_parsed_afresh(data):
+    """VFs whose attributes did not change are not parsed again (the memo of the last reply): what
+    comes out, a result or the error, is what parsing the reply alone gives."""
+    moved = data.draw(st.sets(st.integers(0, 3)))
+    wire = link_reply("enp3s0f0", 4, (10, 1000), {n: VfCounts(n, 100 * n, 2 * n, 200 * n) for n in range(4)})
+    later = link_reply("enp3s0f0", 4, (20, 2000), {n: VfCounts(n + (n in moved), 100 * n, 2 * n, 200 * n)
+                                                     for n in range(4)})
+    flips = data.draw(st.lists(st.tuples(st.integers(0, len(later) - 1), st.integers(0, 255)), max_size=3))
+    buf = bytearray(later)
+    for at, value in flips:
+        buf[at] = value
+    memo: dict = {}
+    assert _outcome(wire, memo) == _outcome(wire)
+    assert _outcome(bytes(buf), memo) == _outcome(bytes(buf))
+    assert _outcome(bytes(later), memo) == _outcome(bytes(later))
 
 
 @FUZZ

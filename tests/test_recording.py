@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import fields, replace
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from vftune.agent.recording import SampleRecorder, merge_pf_samples, merge_vf_samples
+from vftune.agent.recording import VF_RATES, SampleRecorder, merge_pf_samples, merge_vf_samples
 from vftune.model import PfSample, VfSample
 
 PCI = "0000:03:10.0"
@@ -91,7 +91,8 @@ RATES = st.one_of(st.none(), st.floats(-1e12, 1e12, allow_nan=False))
 def test_a_row_collected_tick_by_tick_is_the_plain_interval_weighted_mean(parts):
     """The recorder keeps running sums instead of the ticks' samples: the row must be the very
     floats the plain average over the kept samples gives (what the history held before)."""
-    samples = [replace(_vf(0.25 * (i + 1), guest_cpu=cpu, fresh=fresh), dt=dt, port_rx_bps=port)
+    samples = [replace(_vf(0.25 * (i + 1), guest_cpu=cpu, fresh=fresh), dt=dt, port_rx_bps=port, itr=1000 * i,
+                       itr_pending=i if fresh else None)
                for i, (dt, cpu, port, fresh) in enumerate(parts)]
     rec = SampleRecorder(1e9)
     for s in samples:
@@ -108,3 +109,7 @@ def test_a_row_collected_tick_by_tick_is_the_plain_interval_weighted_mean(parts)
             want = sum(v * s.dt for v, s in zip(values, samples)) / dt
         assert getattr(row, name) == want or (len(samples) == 1 and getattr(row, name) == values[0])
     assert row.dt == dt and row.fresh == any(s.fresh for s in samples)
+    # Everything else is the last sample's: its setting, its time.
+    for f in fields(VfSample):
+        if f.name not in VF_RATES and f.name not in ("dt", "interrupts", "fresh"):
+            assert getattr(row, f.name) == getattr(samples[-1], f.name), f.name

@@ -6,8 +6,10 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from vftune.agent.sampling import RateDeriver, fair_share, port_view
+from vftune.agent.sampling import RateDeriver, fair_share, fair_shares, port_view
 from vftune.itr import LINE_RATE_BPS
 from vftune.model import Guest, Inventory, PfCounters, PfInfo, Snapshot, VfCounters, VfInfo
 
@@ -183,3 +185,30 @@ def test_the_vfs_of_one_guest_carry_their_bits_together_and_a_lone_vf_none():
     assert by_pci["0000:03:10.0"].guest_bps == pytest.approx(4e9, rel=1e-3)
     assert by_pci["0000:03:10.1"].guest_bps == pytest.approx(4e9, rel=1e-3)
     assert by_pci["0000:03:10.2"].guest_bps is None
+
+
+# Rates as ports see them: idle users, equal users (ties), small and saturating ones.
+_rates = st.one_of(st.just(0.0), st.sampled_from([1e6, 2.5e8, 1e9]),
+                   st.floats(min_value=0.0, max_value=1.2e10, allow_nan=False))
+
+
+@given(st.floats(min_value=1e8, max_value=1e10), st.lists(_rates, min_size=1, max_size=70),
+       st.floats(min_value=0.5, max_value=1.0))
+def test_the_ports_shares_at_once_are_each_users_fair_share_to_the_last_bit(capacity, wants, near):
+    want = {f"vf{i}": w for i, w in enumerate(wants[1:])} | {"": wants[0]}
+    users = [k for k in want if k]
+    got = fair_shares(capacity, want, users, near)
+    assert list(got) == users
+    for u in users:
+        assert got[u] == fair_share(capacity, [b for k, b in want.items() if k != u], near)
+
+
+def test_a_pending_itr_is_in_the_sample_it_was_pending_for():
+    inv = _inventory(2)
+    port, deriver = Port(inv), RateDeriver()
+    rates = {vf.pci: 1e9 for vf in inv.vfs()}
+    deriver.derive(port.tick(rates), inv, {}, {})
+    samples, _ = deriver.derive(port.tick(rates), inv, {"0000:03:10.0": 8000}, {}, {"0000:03:10.0": 20000})
+    by_pci = {s.pci: s for s in samples}
+    assert (by_pci["0000:03:10.0"].itr, by_pci["0000:03:10.0"].itr_pending) == (8000, 20000)
+    assert (by_pci["0000:03:10.1"].itr, by_pci["0000:03:10.1"].itr_pending) == (0, None)

@@ -129,11 +129,14 @@ def _owner(guest: Guest | None) -> str | None:
 
 
 def _add_totals(totals: dict[str, float], s: VfSample) -> None:
-    """Counters since start from one sample's rates (model.VF_TOTALS)."""
-    for key, value in (("rx_bytes", s.rx_bps / 8), ("tx_bytes", s.tx_bps / 8), ("rx_packets", s.rx_pps),
-                       ("tx_packets", s.tx_pps), ("interrupts", s.interrupts_per_s)):
-        if value is not None:
-            totals[key] = totals.get(key, 0.0) + value * s.dt
+    """Counters since start from one sample's rates (model.VF_TOTALS), the keys in that order."""
+    dt, get = s.dt, totals.get
+    totals["rx_bytes"] = get("rx_bytes", 0.0) + s.rx_bps / 8 * dt
+    totals["tx_bytes"] = get("tx_bytes", 0.0) + s.tx_bps / 8 * dt
+    totals["rx_packets"] = get("rx_packets", 0.0) + s.rx_pps * dt
+    totals["tx_packets"] = get("tx_packets", 0.0) + s.tx_pps * dt
+    if s.interrupts_per_s is not None:
+        totals["interrupts"] = get("interrupts", 0.0) + s.interrupts_per_s * dt
 
 
 def _switches(s: PfSample | None, st: PfState | None) -> int | None:
@@ -449,13 +452,15 @@ class Agent:
             log.warning("snapshot: %s", err)
         itrs = {pci: st.itr for pci, st in self.vfs.items()}
         modes = {name: st.mode for name, st in self.pfs.items()}
-        vf_samples, pf_samples = self._deriver.derive(snap, self.inventory, itrs, modes)
-        vf_samples = [s if (st := self.vfs.get(s.pci)) is None or st.pending_itr is None
-                      else replace(s, itr_pending=st.pending_itr) for s in vf_samples]
+        pending = {pci: st.pending_itr for pci, st in self.vfs.items() if st.pending_itr is not None}
+        vf_samples, pf_samples = self._deriver.derive(snap, self.inventory, itrs, modes, pending)
         now = self.wall(snap.time)
         self._poll_mode.update(snap)
+        confirmed = self._poll_mode.confirmed
         for s in vf_samples:
-            if self._poll_mode_step(s.pci, now, decisions):
+            # _poll_mode_step does nothing for a VF neither in nor coming out of poll mode.
+            st = self.vfs.get(s.pci)
+            if st is not None and (st.poll_mode or s.pci in confirmed) and self._poll_mode_step(s.pci, now, decisions):
                 continue
             decision = self._policies[s.pci].step(s)
             if decision is not None:
@@ -472,15 +477,19 @@ class Agent:
                 decisions.extend(self._apply_mode(p.pf, mode_decision, now))
         # The policies' states are for readers only (the view): copied when one will be built.
         states = self.view_wanted()
+        vfs, policies, measuring = self.vfs, self._policies, self._measuring
         with self.lock:
             for s in vf_samples:
-                st = self.vfs.get(s.pci)
+                st = vfs.get(s.pci)
                 if st is not None:
                     st.sample = s
+                    policy = policies[s.pci]
                     if states and not st.poll_mode:
-                        st.policy_state = self._policies[s.pci].state()
-                    policy = self._policies[s.pci]
-                    if self._measures_windows(policy):
+                        st.policy_state = policy.state()
+                    measures = measuring.get(type(policy))
+                    if measures is None:
+                        measures = self._measures_windows(policy)
+                    if measures:
                         st.value.add(policy.measured_window())  # type: ignore[attr-defined]
                     _add_totals(st.totals, s)
             for p in pf_samples:

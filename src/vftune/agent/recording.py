@@ -8,8 +8,9 @@ whole row, and a short burst still counts in it. Pure: samples in, merged sample
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Iterable, Sequence
-from dataclasses import replace
+from dataclasses import fields, replace
 
 from vftune.model import PfSample, VfSample
 
@@ -18,11 +19,17 @@ __all__ = ["SampleRecorder", "merge_pf_samples", "merge_vf_samples"]
 # Per-second rates (or shares of a second) of a VfSample: the row's value is their mean over time.
 VF_RATES = ("rx_pps", "rx_bps", "tx_pps", "tx_bps", "interrupts_per_s", "guest_cpu", "port_rx_bps",
             "port_rx_capacity_bps", "port_rx_share_bps", "rx_dropped_pps", "guest_bps", "rx_dropped_share_pps")
+_rates_of = operator.attrgetter(*VF_RATES)  # a sample's VF_RATES as a tuple, in one call
+_FIELDS = tuple(f.name for f in fields(VfSample))
+_fields_of = operator.attrgetter(*_FIELDS)  # every field, in VfSample's order
+_DT, _INTERRUPTS, _FRESH = _FIELDS.index("dt"), _FIELDS.index("interrupts"), _FIELDS.index("fresh")
+_RATE_AT = tuple(_FIELDS.index(name) for name in VF_RATES)
+_RX_TX_AT = tuple(_FIELDS.index(name) for name in ("rx_pps", "rx_bps", "tx_pps", "tx_bps"))
 
 
 class _VfRow:
     """One VF's row being collected: running interval-weighted sums, so a tick costs one pass
-    over its rates and the row one replace(), whatever the record period (the same sums, in the
+    over its rates and the row one construction, whatever the record period (the same sums, in the
     same order, as averaging the samples at the end)."""
 
     __slots__ = ("first", "last", "count", "dt", "sums", "lasts", "interrupts", "fresh")
@@ -31,7 +38,7 @@ class _VfRow:
         self.first = self.last = s
         self.count, self.dt, self.fresh = 1, s.dt, s.fresh
         self.interrupts = s.interrupts
-        values = [getattr(s, name) for name in VF_RATES]
+        values = list(_rates_of(s))
         self.lasts: list[float | None] = values
         # None for a rate not known for part of the row: not known for the row.
         self.sums: list[float | None] = [None if v is None else 0.0 + v * s.dt for v in values]
@@ -42,24 +49,25 @@ class _VfRow:
         self.dt += s.dt
         self.fresh = self.fresh or s.fresh
         self.interrupts = None if self.interrupts is None or s.interrupts is None else self.interrupts + s.interrupts
-        sums, lasts, dt = self.sums, self.lasts, s.dt
-        for k, name in enumerate(VF_RATES):
-            v = getattr(s, name)
-            lasts[k] = v
-            total = sums[k]
-            sums[k] = None if total is None or v is None else total + v * dt
+        values, dt = _rates_of(s), s.dt
+        self.lasts = list(values)
+        self.sums = [None if total is None or v is None else total + v * dt for total, v in zip(self.sums, values)]
 
     def merged(self) -> VfSample:
         if self.count == 1:
             return self.first
         dt = self.dt
-        merged: dict[str, object] = {
-            name: None if total is None else (total / dt if dt > 0 else self.lasts[k])
-            for k, (name, total) in enumerate(zip(VF_RATES, self.sums))}
+        # The last sample's fields (its setting, times, ...), with the row's span and its rates
+        # over the span: what replace(last, dt=..., **rates) gives, built in one call.
+        args = list(_fields_of(self.last))
+        args[_DT], args[_INTERRUPTS], args[_FRESH] = dt, self.interrupts, self.fresh
+        lasts = self.lasts
+        for k, total in enumerate(self.sums):
+            args[_RATE_AT[k]] = None if total is None else (total / dt if dt > 0 else lasts[k])
         # rx/tx rates are never None; the zero default keeps their type a float
-        for name in ("rx_pps", "rx_bps", "tx_pps", "tx_bps"):
-            merged[name] = merged[name] or 0.0
-        return replace(self.last, dt=dt, interrupts=self.interrupts, fresh=self.fresh, **merged)  # type: ignore[arg-type]
+        for at in _RX_TX_AT:
+            args[at] = args[at] or 0.0
+        return VfSample(*args)
 
 
 def _mean(samples: Sequence[PfSample], name: str, dt: float) -> float | None:

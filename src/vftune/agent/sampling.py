@@ -14,12 +14,15 @@ this VF's to keep, while a neighbour that never asks for more leaves room that i
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections import Counter, deque
-from dataclasses import dataclass, field, replace
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, fields
+from typing import cast
 
 from vftune.itr import LINE_RATE_BPS, WIRE_OVERHEAD_B
-from vftune.model import Inventory, PfSample, Snapshot, VfCounters, VfSample
+from vftune.model import Inventory, PfSample, Snapshot, VfCounters, VfInfo, VfSample
 
 
 @dataclass(frozen=True)
@@ -49,6 +52,52 @@ def fair_share(capacity: float, others: list[float], near_share: float = NEAR_SH
     return max(0.0, left / users)
 
 
+def fair_shares(capacity: float, want: dict[str, float], users: Iterable[str],
+                near_share: float = NEAR_SHARE) -> dict[str, float]:
+    """fair_share(capacity, [want of every other key], near_share) for each of `users` (keys of
+    `want`), to the last bit, in O(n log n + k^2) for the port instead of O(n^2 log n): the
+    wants are sorted once, and a user's walk skips its own place in that order. The walk of
+    every user past the place where the walk over all wants stops is that walk (the same
+    subtractions in the same order), so only the k users before it walk on their own, from the
+    shared prefix; users with the same want get the same share."""
+    values = sorted(want.values())
+    n = len(values)
+    if any(v != v for v in values):  # NaN: no order to share; the one-by-one reference
+        return {u: fair_share(capacity, [b for k, b in want.items() if k != u], near_share) for u in users}
+    near = near_share * (capacity / n) if n else 0.0  # fair_share's near_share * equal: n users each
+    # The walk over every want, none skipped: prefix[i] is `left` before values[i] is looked at.
+    prefix = [capacity]
+    left, stop = capacity, n
+    for i, rate in enumerate(values):
+        if rate >= left / (n - i) or rate >= near:
+            stop = i
+            break
+        left -= rate
+        prefix.append(left)
+    beyond = max(0.0, prefix[stop] / (n - stop)) if stop < n else None
+    shares: dict[float, float] = {}
+    out: dict[str, float] = {}
+    for u in users:
+        v = want[u]
+        got = shares.get(v)
+        if got is None:
+            j = bisect.bisect_left(values, v)
+            if beyond is not None and j > stop:
+                got = beyond
+            else:
+                # Skipping place j: the same walk up to it, then on with one user fewer to count.
+                left, count = prefix[j], n - j
+                for rate in values[j + 1:]:
+                    if rate >= left / count or rate >= near:
+                        break
+                    left -= rate
+                    count -= 1
+                got = max(0.0, left / count)
+            shares[v] = got
+        out[u] = got
+    return out
+
+
 def port_view(vf_rx: dict[str, tuple[float, float]], pf_rx: tuple[float, float],
               demand: dict[str, float] | None = None, line_rate_bps: float = LINE_RATE_BPS) -> PortView:
     """One port's receive side from its VFs' (bits/s, packets/s) by PCI address and the PF's own.
@@ -56,7 +105,8 @@ def port_view(vf_rx: dict[str, tuple[float, float]], pf_rx: tuple[float, float],
     The capacity is in the counters' bits (frames), so it depends on the mean frame size: line
     rate x frame / (frame + preamble and gap). With no packets the capacity is the line rate.
     A VF's share water-fills the capacity over the other users' `demand` (bits/s by PCI address,
-    "" for the PF; default: what each receives now).
+    "" for the PF; default: what each receives now): fair_share for each VF, computed once for
+    the port (fair_shares).
     """
     want = {pci: b for pci, (b, _) in vf_rx.items()}
     want[""] = pf_rx[0]
@@ -65,16 +115,35 @@ def port_view(vf_rx: dict[str, tuple[float, float]], pf_rx: tuple[float, float],
     rx_pps = sum(p for _, p in vf_rx.values()) + pf_rx[1]
     frame = rx_bps / 8.0 / rx_pps if rx_pps > 0 else math.inf
     capacity = line_rate_bps if math.isinf(frame) else line_rate_bps * frame / (frame + WIRE_OVERHEAD_B)
-    shares = {pci: fair_share(capacity, [b for other, b in want.items() if other != pci]) for pci in vf_rx}
-    return PortView(rx_bps, capacity, shares)
+    return PortView(rx_bps, capacity, fair_shares(capacity, want, vf_rx))
 
 
-@dataclass
-class _VfRates:
-    rx_pps: float = 0.0
-    rx_bps: float = 0.0
-    tx_pps: float = 0.0
-    tx_bps: float = 0.0
+# A VF's rates as _rates() gives them: (rx_pps, rx_bps, tx_pps, tx_bps).
+_Rates = tuple[float, float, float, float]
+_NO_RATES: _Rates = (0.0, 0.0, 0.0, 0.0)
+
+
+@dataclass(frozen=True)
+class _Layout:
+    """What derive() needs of an inventory, worked out once per inventory (it changes on a
+    refresh, not per tick): each VF's guest and whether it shares the guest with other VFs,
+    and each port's VFs."""
+
+    vfs: tuple[tuple[VfInfo, str | None, bool], ...]  # (VF, its guest's name, guest holds several)
+    multi_guests: frozenset[str]  # guests with several VFs
+    ports: tuple[tuple[str, tuple[str, ...]], ...]  # (PF name, its VFs' PCI addresses), PFs with VFs
+
+    @staticmethod
+    def of(inv: Inventory) -> _Layout:
+        vfs = inv.vfs()
+        # A guest's socket drops are guest-wide: they are a VF's only when it is the guest's one VF.
+        held = Counter(vf.guest.name for vf in vfs if vf.guest is not None)
+        return _Layout(
+            vfs=tuple((vf, vf.guest.name if vf.guest is not None else None,
+                       vf.guest is not None and held[vf.guest.name] > 1) for vf in vfs),
+            multi_guests=frozenset(g for g, n in held.items() if n > 1),
+            ports=tuple((pf.name, tuple(vf.pci for vf in pf.vfs)) for pf in inv.pfs if pf.vfs),
+        )
 
 
 @dataclass
@@ -82,54 +151,68 @@ class RateDeriver:
     """Keeps the last snapshot and last rates; derive() is called once per tick."""
 
     last: Snapshot | None = None
-    carried: dict[str, _VfRates] = field(default_factory=dict)
+    carried: dict[str, _Rates] = field(default_factory=dict)  # VF -> its rates at its last refresh
     carried_drops: dict[str, float] = field(default_factory=dict)  # guest -> its last drop rate
     # A port user's demand: its highest rx rate over this long. Longer than a neighbour's cold
     # search, whose low probes come between higher ones.
     share_memory_s: float = 15.0
     _recent: dict[str, deque[tuple[float, float]]] = field(default_factory=dict)
+    _layout: tuple[Inventory, _Layout] | None = None
 
     def derive(
-        self, snap: Snapshot, inv: Inventory, itrs: dict[str, int], modes: dict[str, str]
+        self, snap: Snapshot, inv: Inventory, itrs: Mapping[str, int], modes: Mapping[str, str],
+        pending: Mapping[str, int] | None = None,
     ) -> tuple[list[VfSample], list[PfSample]]:
+        """Each VF's and PF's sample over the interval since the last snapshot, every field set
+        at once (one VfSample per VF, none copied). `pending`: VF -> an ITR accepted but not in
+        force yet (VfSample.itr_pending)."""
         prev, self.last = self.last, snap
         if prev is None:
             return [], []
         dt = snap.time - prev.time
         if dt <= 0:
             return [], []
-        vf_samples: list[VfSample] = []
-        # A guest's socket drops are guest-wide: they are a VF's only when it is the guest's one VF.
-        vfs_of = Counter(vf.guest.name for vf in inv.vfs() if vf.guest is not None)
-        shared_drops: dict[str, float | None] = {}  # guests with several VFs: their drops/s
-        for vf in inv.vfs():
-            now_c, old_c = snap.vfs.get(vf.pci), prev.vfs.get(vf.pci)
+        if self._layout is None or self._layout[0] is not inv:
+            self._layout = (inv, _Layout.of(inv))
+        layout = self._layout[1]
+        pending = pending or {}
+        snap_vfs, prev_vfs = snap.vfs, prev.vfs
+        snap_cpu, prev_cpu = snap.guest_cpu, prev.guest_cpu
+        # Per VF rated this tick: the VfSample's fields in order, the port and guest ones filled below.
+        rows: dict[str, list[object]] = {}
+        cpu_of: dict[str, float | None] = {}  # guest -> its CPU s/s over the interval
+        drops_of: dict[str, float | None] = {}  # guest -> its drops/s (rated once a tick per guest)
+        for vf, guest, shared in layout.vfs:
+            pci = vf.pci
+            now_c, old_c = snap_vfs.get(pci), prev_vfs.get(pci)
             if now_c is None or old_c is None:
                 continue  # appeared or vanished this tick: no interval to rate
-            rates, fresh = self._rates(vf.pci, old_c, now_c)
+            rates, fresh = self._rates(pci, old_c, now_c)
             ints = None
             if now_c.interrupts is not None and old_c.interrupts is not None:
                 ints = max(0, now_c.interrupts - old_c.interrupts)
             cpu = dropped = None
-            if vf.guest is not None:
-                c1, c0 = snap.guest_cpu.get(vf.guest.name), prev.guest_cpu.get(vf.guest.name)
-                if c1 is not None and c0 is not None:
-                    cpu = max(0.0, c1 - c0) / dt
-                if vfs_of[vf.guest.name] == 1:
-                    dropped = self._drop_rate(vf.guest.name, snap, prev)
-                elif vf.guest.name not in shared_drops:
-                    shared_drops[vf.guest.name] = self._drop_rate(vf.guest.name, snap, prev)
-            vf_samples.append(
-                VfSample(
-                    pci=vf.pci, pf=vf.pf, t=snap.time, dt=dt,
-                    rx_pps=rates.rx_pps, rx_bps=rates.rx_bps,
-                    tx_pps=rates.tx_pps, tx_bps=rates.tx_bps,
-                    interrupts_per_s=None if ints is None or now_c.interrupts_frozen else ints / dt,
-                    interrupts=None if now_c.interrupts_frozen else ints,
-                    itr=itrs.get(vf.pci, 0), guest_cpu=cpu, fresh=fresh, rx_dropped_pps=dropped,
-                )
-            )
-        vf_samples = self._with_guest_totals(vf_samples, inv, vfs_of, shared_drops)
+            if guest is not None:
+                if guest in cpu_of:
+                    cpu = cpu_of[guest]
+                else:
+                    c1, c0 = snap_cpu.get(guest), prev_cpu.get(guest)
+                    cpu = cpu_of[guest] = max(0.0, c1 - c0) / dt if c1 is not None and c0 is not None else None
+                if guest not in drops_of:
+                    drops_of[guest] = self._drop_rate(guest, snap, prev)
+                if not shared:
+                    dropped = drops_of[guest]
+            frozen = now_c.interrupts_frozen
+            rows[pci] = [
+                pci, vf.pf, snap.time, dt, rates[0], rates[1], rates[2], rates[3],
+                None if ints is None or frozen else ints / dt, None if frozen else ints,
+                itrs.get(pci, 0), cpu, fresh,
+                None, None, None,  # port_rx_bps, port_rx_capacity_bps, port_rx_share_bps
+                dropped, pending.get(pci),
+                None, None,  # guest_bps, rx_dropped_share_pps
+            ]
+        if layout.multi_guests:
+            self._guest_totals(rows, layout, drops_of)
         pf_samples = [
             PfSample(
                 pf=name, t=snap.time, dt=dt,
@@ -141,35 +224,34 @@ class RateDeriver:
             for name, c in snap.pfs.items()
             if name in prev.pfs
         ]
-        return self._with_ports(snap.time, vf_samples, pf_samples, inv), pf_samples
+        self._ports(snap.time, rows, pf_samples, layout)
+        return [VfSample(*row) for row in rows.values()], pf_samples  # type: ignore[arg-type]
 
     @staticmethod
-    def _with_guest_totals(samples: list[VfSample], inv: Inventory, vfs_of: Counter[str],
-                         drops: dict[str, float | None]) -> list[VfSample]:
+    def _guest_totals(rows: dict[str, list[object]], layout: _Layout, drops: dict[str, float | None]) -> None:
         """A guest's CPU covers all of its VFs: each VF of a guest with several is given their
         bits/s together, so its CPU per bit is the guest's, not the guest's CPU over its own bits
         (which falls whenever this VF gains, however much CPU the gain cost). Its socket drops
         are shared out by received packets: whose they were is not known, but a VF whose gain
         costs the guest's sockets their datagrams must not read it as a gain."""
-        guest_of = {vf.pci: vf.guest.name for vf in inv.vfs() if vf.guest is not None and vfs_of[vf.guest.name] > 1}
-        if not guest_of:
-            return samples
         bits: dict[str, float] = {}
         packets: dict[str, float] = {}
-        for s in samples:
-            if s.pci in guest_of:
-                guest = guest_of[s.pci]
-                bits[guest] = bits.get(guest, 0.0) + s.throughput_bps
-                packets[guest] = packets.get(guest, 0.0) + s.rx_pps
-
-        def shared(s: VfSample, guest: str) -> VfSample:
+        members: list[tuple[list[object], str]] = []
+        for vf, guest, shared in layout.vfs:
+            row = rows.get(vf.pci)
+            if row is None or not shared:
+                continue
+            assert guest is not None
+            members.append((row, guest))
+            rx_pps, rx_bps, tx_bps = cast(float, row[_RX_PPS]), cast(float, row[_RX_BPS]), cast(float, row[_TX_BPS])
+            bits[guest] = bits.get(guest, 0.0) + (rx_bps + tx_bps)
+            packets[guest] = packets.get(guest, 0.0) + rx_pps
+        for row, guest in members:
             rate = drops.get(guest)
             share = None
             if rate is not None:
-                share = rate * s.rx_pps / packets[guest] if packets[guest] > 0 else 0.0
-            return replace(s, guest_bps=bits[guest], rx_dropped_share_pps=share)
-
-        return [shared(s, guest_of[s.pci]) if s.pci in guest_of else s for s in samples]
+                share = rate * cast(float, row[_RX_PPS]) / packets[guest] if packets[guest] > 0 else 0.0
+            row[_GUEST_BPS], row[_DROPPED_SHARE] = bits[guest], share
 
     def _drop_rate(self, guest: str, snap: Snapshot, prev: Snapshot) -> float | None:
         """A guest's socket drops per second between its two latest reads (an agent is read off
@@ -190,7 +272,9 @@ class RateDeriver:
         """The highest of this user's rx rates over the last share_memory_s, this one included."""
         # A monotonic deque: rates decrease from left to right, so the peak is the leftmost
         # unexpired entry; each rate enters and leaves once (O(1) a tick, not O(window)).
-        recent = self._recent.setdefault(key, deque())
+        recent = self._recent.get(key)
+        if recent is None:
+            recent = self._recent[key] = deque()
         while recent and recent[-1][1] <= bps:
             recent.pop()
         recent.append((t, bps))
@@ -198,42 +282,50 @@ class RateDeriver:
             recent.popleft()
         return recent[0][1]
 
-    def _with_ports(
-        self, t: float, vf_samples: list[VfSample], pf_samples: list[PfSample], inv: Inventory
-    ) -> list[VfSample]:
-        """Fill each VF sample's port fields, for ports whose PF and every VF were rated this tick."""
+    def _ports(self, t: float, rows: dict[str, list[object]], pf_samples: list[PfSample], layout: _Layout) -> None:
+        """Fill each VF's port fields, for ports whose PF and every VF were rated this tick."""
         pf_rates = {p.pf: (p.rx_bps, p.rx_pps) for p in pf_samples}
-        by_pci = {s.pci: s for s in vf_samples}
-        out: dict[str, VfSample] = {}
         seen: set[str] = set()
-        for pf in inv.pfs:
-            members = [by_pci.get(vf.pci) for vf in pf.vfs]
-            if pf.name not in pf_rates or not pf.vfs or any(m is None for m in members):
+        for pf, pcis in layout.ports:
+            if pf not in pf_rates:
+                continue
+            members = [rows.get(pci) for pci in pcis]
+            if any(m is None for m in members):
                 continue  # part of the port unseen: its total would be too low
-            rates = {m.pci: (m.rx_bps, m.rx_pps) for m in members if m is not None}
+            rates = {pci: (cast(float, m[_RX_BPS]), cast(float, m[_RX_PPS]))
+                     for pci, m in zip(pcis, members) if m is not None}
             demand = {pci: self._peak(pci, t, bps) for pci, (bps, _) in rates.items()}
-            demand[""] = self._peak(f"pf:{pf.name}", t, pf_rates[pf.name][0])
+            demand[""] = self._peak(f"pf:{pf}", t, pf_rates[pf][0])
             seen.update(rates)
-            seen.add(f"pf:{pf.name}")
-            view = port_view(rates, pf_rates[pf.name], demand)
-            for m in members:
+            seen.add(f"pf:{pf}")
+            view = port_view(rates, pf_rates[pf], demand)
+            shares = view.shares
+            for pci, m in zip(pcis, members):
                 assert m is not None
-                out[m.pci] = replace(m, port_rx_bps=view.rx_bps, port_rx_capacity_bps=view.capacity_bps,
-                                     port_rx_share_bps=view.shares[m.pci])
-        for gone in set(self._recent) - seen:
-            del self._recent[gone]
-        return [out.get(s.pci, s) for s in vf_samples]
+                m[_PORT_BPS], m[_PORT_CAPACITY], m[_PORT_SHARE] = view.rx_bps, view.capacity_bps, shares[pci]
+        if len(self._recent) != len(seen):
+            for gone in set(self._recent) - seen:
+                del self._recent[gone]
 
-    def _rates(self, pci: str, old: VfCounters, now: VfCounters) -> tuple[_VfRates, bool]:
+    def _rates(self, pci: str, old: VfCounters, now: VfCounters) -> tuple[_Rates, bool]:
         span = now.counters_time - old.counters_time
         if span <= 0:
-            return self.carried.get(pci, _VfRates()), False
-        rates = _VfRates(
-            rx_pps=max(0, now.rx_packets - old.rx_packets) / span,
-            rx_bps=max(0, now.rx_bytes - old.rx_bytes) * 8 / span,
-            tx_pps=max(0, now.tx_packets - old.tx_packets) / span,
-            tx_bps=max(0, now.tx_bytes - old.tx_bytes) * 8 / span,
+            return self.carried.get(pci, _NO_RATES), False
+        rates = self.carried[pci] = (
+            max(0, now.rx_packets - old.rx_packets) / span,
+            max(0, now.rx_bytes - old.rx_bytes) * 8 / span,
+            max(0, now.tx_packets - old.tx_packets) / span,
+            max(0, now.tx_bytes - old.tx_bytes) * 8 / span,
         )
-        self.carried[pci] = rates
         return rates, True
 
+
+# Places in a derive() row (VfSample's fields in order; checked against the dataclass below).
+_RX_PPS, _RX_BPS, _TX_BPS = 4, 5, 7
+_PORT_BPS, _PORT_CAPACITY, _PORT_SHARE = 13, 14, 15
+_GUEST_BPS, _DROPPED_SHARE = 18, 19
+_FIELDS = [f.name for f in fields(VfSample)]
+assert (_FIELDS[_RX_PPS], _FIELDS[_RX_BPS], _FIELDS[_TX_BPS], _FIELDS[_PORT_BPS], _FIELDS[_PORT_CAPACITY],
+        _FIELDS[_PORT_SHARE], _FIELDS[16], _FIELDS[17], _FIELDS[_GUEST_BPS], _FIELDS[_DROPPED_SHARE], len(_FIELDS)) == (
+    "rx_pps", "rx_bps", "tx_bps", "port_rx_bps", "port_rx_capacity_bps", "port_rx_share_bps",
+    "rx_dropped_pps", "itr_pending", "guest_bps", "rx_dropped_share_pps", 20), "VfSample's fields moved"

@@ -91,13 +91,15 @@ class HostDriver(abc.ABC):
         """Release handles; restore() is separate so the agent decides when."""
 
 
-def drops_scope(vf: VfInfo, vfs: Iterable[VfInfo]) -> VfDrops | None:
+def drops_scope(vf: VfInfo, vfs: Iterable[VfInfo], held: int | None = None) -> VfDrops | None:
     """"no-guest" or "shared" when the VF's guest's socket drops cannot be the VF's whatever its
-    agent says (agent.sampling attributes them only to a guest's one VF); None when they can."""
+    agent says (agent.sampling attributes them only to a guest's one VF); None when they can.
+    held: how many of `vfs` the VF's guest holds, when the caller counted them already."""
     if vf.guest is None:
         return VfDrops("no-guest", "no running guest holds this VF")
     name = vf.guest.name
-    held = sum(1 for other in vfs if other.guest is not None and other.guest.name == name)
+    if held is None:
+        held = sum(1 for other in vfs if other.guest is not None and other.guest.name == name)
     if held > 1:
         return VfDrops("shared", f"guest {name} holds {held} VFs: its socket drops are counted per guest "
                        "and cannot be split between them")

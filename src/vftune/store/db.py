@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import operator
 import os
 import sqlite3
 import threading
@@ -178,12 +179,17 @@ def _is_full(exc: sqlite3.Error) -> bool:
     return code in (sqlite3.SQLITE_FULL, sqlite3.SQLITE_IOERR) or "full" in str(exc) or "disk I/O" in str(exc)
 
 
+# A sample's stored columns between (vf, t) and fresh, in the table's order, in one call.
+_sample_columns = operator.attrgetter("dt", "rx_pps", "rx_bps", "tx_pps", "tx_bps", "interrupts_per_s", "itr",
+                                      "guest_cpu")
+
+
 def _private(path: Path) -> None:
     """The history names guests and UUIDs: the file and its -wal/-shm are the owner's only."""
-    for p in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
+    for p in (str(path), f"{path}-wal", f"{path}-shm"):
         try:
-            if p.exists() and p.stat().st_mode & 0o077:
-                p.chmod(0o600)
+            if os.stat(p).st_mode & 0o077:  # one stat a file: this runs after every write
+                os.chmod(p, 0o600)
         except OSError:
             pass
 
@@ -305,13 +311,7 @@ class Store(History):
             ids = self._target_ids([s.pci for s in vf_samples] + [s.pf for s in pf_samples])
             self._db.executemany(
                 "INSERT OR REPLACE INTO samples VALUES (?,?,?,?,?,?,?,?,?,?,?)",
-                [
-                    (
-                        ids[s.pci], t, s.dt, s.rx_pps, s.rx_bps, s.tx_pps, s.tx_bps,
-                        s.interrupts_per_s, s.itr, s.guest_cpu, int(s.fresh),
-                    )
-                    for s in vf_samples
-                ],
+                [(ids[s.pci], t, *_sample_columns(s), int(s.fresh)) for s in vf_samples],
             )
             self._db.executemany(
                 "INSERT OR REPLACE INTO pf_samples VALUES (?,?,?,?,?,?)",

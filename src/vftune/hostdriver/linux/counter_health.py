@@ -8,20 +8,19 @@ interrupts the host's vfio-msix counts stop while packets still move.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 
-@dataclass
 class _Last:
-    packets: int
-    interrupts: int | None
-    counters_time: float
-    interrupts_at_refresh: int | None
-    frozen: bool = False
+    __slots__ = ("packets", "interrupts", "counters_time", "interrupts_at_refresh", "frozen")
+
+    def __init__(self, packets: int, interrupts: int | None, counters_time: float,
+                 interrupts_at_refresh: int | None, frozen: bool = False) -> None:
+        self.packets, self.interrupts, self.counters_time = packets, interrupts, counters_time
+        self.interrupts_at_refresh, self.frozen = interrupts_at_refresh, frozen
 
 
-@dataclass(frozen=True)
-class Health:
+class Health(NamedTuple):  # one a VF a tick: a tuple's construction, not a frozen dataclass's
     counters_time: float
     stale: bool
     interrupts_frozen: bool

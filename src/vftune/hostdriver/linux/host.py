@@ -40,8 +40,8 @@ from vftune.hostdriver.linux.guest_wiring import (
     guest_original,
 )
 from vftune.hostdriver.linux.libvirt_guests import GuestDirectory, GuestView, import_libvirt
-from vftune.hostdriver.linux.netlink_vfstats import LinkStats, as_source, parse_link
-from vftune.hostdriver.linux.proc_interrupts import InterruptCounts, parse_interrupts
+from vftune.hostdriver.linux.netlink_vfstats import LinkStats, VfStat, as_source, parse_link
+from vftune.hostdriver.linux.proc_interrupts import InterruptCounts, InterruptsMemo, parse_interrupts
 from vftune.hostdriver.linux.qemu_guests import GUEST_AGENT_PORT, QemuScan, scan_processes
 from vftune.hostdriver.linux.sysfs_inventory import PfDevice, SysfsScan, scan
 from vftune.hostdriver.linux.sysfs_io import as_count, read_optional, read_source, read_text, write_text
@@ -157,6 +157,10 @@ class LinuxHost(HostDriver):
         self._drops = self._drops_reader(guest_rx_drops, connect, unavailable, guest_rx_drops_limits)
         self._journal.register(KIND_GUEST_AGENT, self._restore_guest_agent_entry)
         self._vf_infos: tuple[VfInfo, ...] = ()
+        self._vf_index_of: tuple[tuple[VfInfo, ...], dict[str, VfInfo], dict[str, int]] | None = None
+        # Per PF: its last reply's IFLA_VF_INFO payloads, parsed (netlink_vfstats.vfinfo_from_buffer).
+        self._vfinfo_memo: dict[str, dict[bytes, tuple[int, VfStat] | None]] = {}
+        self._irq_memo = InterruptsMemo()  # /proc/interrupts rows as the last read parsed them
 
     def _agent_transport(self, sockets: str | os.PathLike[str] | None
                          ) -> tuple[Callable[[str], AgentChannel] | None, str]:
@@ -296,16 +300,31 @@ class LinuxHost(HostDriver):
     def vf_actuator(self, vf_pci: str) -> VfActuator | None:
         return self._guest_agent.status(vf_pci)
 
-    def vf_drops(self, vf_pci: str) -> VfDrops | None:
+    def _vf_index(self) -> tuple[dict[str, VfInfo], dict[str, int]]:
+        """The VFs by PCI address and how many each guest holds, worked out once per inventory:
+        a view asks for every VF's drops, and a scan of all VFs for each was O(n^2) a view."""
         infos = self._vf_infos
-        vf = next((v for v in infos if v.pci == vf_pci), None)
+        if self._vf_index_of is None or self._vf_index_of[0] is not infos:
+            held: dict[str, int] = {}
+            for v in infos:
+                if v.guest is not None:
+                    held[v.guest.name] = held.get(v.guest.name, 0) + 1
+            by_pci: dict[str, VfInfo] = {}
+            for v in infos:
+                by_pci.setdefault(v.pci, v)  # the first, as a scan finds it
+            self._vf_index_of = (infos, by_pci, held)
+        return self._vf_index_of[1], self._vf_index_of[2]
+
+    def vf_drops(self, vf_pci: str) -> VfDrops | None:
+        by_pci, held = self._vf_index()
+        vf = by_pci.get(vf_pci)
         if vf is None:
             return None
         if self._drops is None:
             if self._drops_unavailable is not None:
                 return VfDrops("unavailable", self._drops_unavailable)
             return VfDrops("off", "guests' socket receive drops are not read (--guest-rx-drops off)")
-        scope = drops_scope(vf, infos)
+        scope = drops_scope(vf, self._vf_infos, held.get(vf.guest.name, 0) if vf.guest is not None else None)
         if scope is not None or vf.guest is None:
             return scope
         return self._drops.source(vf.guest.name)
@@ -417,7 +436,7 @@ class LinuxHost(HostDriver):
         interrupts: InterruptCounts | None = None
         irq_path = self.procfs_root / "interrupts"
         try:
-            interrupts = parse_interrupts(read_source(irq_path))
+            interrupts = parse_interrupts(read_source(irq_path), self._irq_memo)
         except HostError as exc:
             errors.append(str(exc))
         host_irq, host_cpus = 0.0, 1
@@ -434,7 +453,10 @@ class LinuxHost(HostDriver):
         pfs: dict[str, PfCounters] = {}
         for name, dev in sysfs.pf_devices.items():
             try:
-                link = links[name] = parse_link(self._source.link_reply(name), name)
+                memo = self._vfinfo_memo.get(name)
+                if memo is None:
+                    memo = self._vfinfo_memo[name] = {}
+                link = links[name] = parse_link(self._source.link_reply(name), name, memo)
             except HostError as exc:
                 errors.append(str(exc))
                 continue
@@ -442,6 +464,9 @@ class LinuxHost(HostDriver):
 
         vfs: dict[str, VfCounters] = {}
         macs_changed = False
+        always_fresh = {n: d.patched_itr or n in refreshed for n, d in sysfs.pf_devices.items()}
+        vfio = interrupts.vfio_by_pci if interrupts is not None else {}
+        update, known_macs = health.update, self._macs
         for pci, vf in sysfs.vf_devices.items():
             pf_link = links.get(vf.pf)
             if pf_link is None:
@@ -450,17 +475,17 @@ class LinuxHost(HostDriver):
             if stat is None:
                 errors.append(f"{vf.pf} VF {vf.index} ({pci}): not in the PF's netlink VF list (VF removed?)")
                 continue
-            irqs = interrupts.for_vf(pci, vf.msi_irqs) if interrupts is not None else None
-            h = health.update(pci, t, stat.rx_packets + stat.tx_packets, irqs,
-                              always_fresh=sysfs.pf_devices[vf.pf].patched_itr or vf.pf in refreshed)
-            vfs[pci] = VfCounters(
-                rx_packets=stat.rx_packets, rx_bytes=stat.rx_bytes,
-                tx_packets=stat.tx_packets, tx_bytes=stat.tx_bytes,
-                interrupts=irqs, counters_time=h.counters_time, stale=h.stale, interrupts_frozen=h.interrupts_frozen,
-                mac=stat.mac,
-            )
-            if stat.mac and self._macs.get(pci) != stat.mac:
-                self._macs[pci] = stat.mac
+            irqs = None
+            if interrupts is not None:  # InterruptCounts.for_vf, its vfio-msix rows first
+                irqs = vfio.get(pci)
+                if irqs is None:
+                    irqs = interrupts.for_vf(pci, vf.msi_irqs)
+            h = update(pci, t, stat.rx_packets + stat.tx_packets, irqs, always_fresh[vf.pf])
+            mac = stat.mac
+            vfs[pci] = VfCounters(stat.rx_packets, stat.rx_bytes, stat.tx_packets, stat.tx_bytes, irqs,
+                                  h.counters_time, h.stale, h.interrupts_frozen, mac)
+            if mac and known_macs.get(pci) != mac:
+                known_macs[pci] = mac
                 macs_changed = True
 
         if macs_changed:  # a VF got (or changed) its MAC: the guest agent finds its interface by it

@@ -194,30 +194,121 @@ def _attrs(buf: bytes, start: int, end: int) -> list[tuple[int, int, int]]:
     return out
 
 
-def vfinfo_from_buffer(buf: bytes, start: int, end: int) -> dict[int, VfStat]:
-    """Walk an IFLA_VFINFO_LIST payload; VFs without IFLA_VF_MAC or IFLA_VF_STATS are skipped."""
+_STAT_ATTR = 4 + _U64.size  # one IFLA_VF_STATS_* attribute as the kernel packs it (nla_put_u64_64bit)
+# IFLA_VF_STATS payload size -> its all-u64 layout ("=HHQHHQ...") and the lengths it must hold.
+_STATS_STRUCTS: dict[int, tuple[struct.Struct, tuple[int, ...]]] = {}
+# The attribute kinds, in order -> where each of the four counters is in the unpacked values.
+_STAT_PICKS: dict[tuple[int, ...], tuple[int | None, ...]] = {}
+_MACS: dict[bytes, str] = {}  # raw 6 bytes -> aa:bb:cc:dd:ee:ff (a host's VFs' MACs: a few hundred)
+_MACS_MAX = 4096
+# IFLA_VF_INFO payload size -> the headers its last walk met (a struct reading them all at once,
+# their values) and where its MAC and stats were: VFs of one PF share one shape.
+_SHAPES: dict[int, tuple[struct.Struct, tuple[int, ...], tuple[tuple[int, int, int], ...]]] = {}
+_SHAPES_MAX = 256
+
+
+def _vf_stats(buf: bytes, start: int, end: int) -> list[int]:
+    """The four counters of an IFLA_VF_STATS payload (0 for one not there; the last of a repeat)."""
+    counts = [0, 0, 0, 0]
+    size = end - start
+    if size % _STAT_ATTR == 0 and end <= len(buf):
+        # The kernel's layout: every attribute a u64, 12 bytes, no padding: one unpack for all.
+        layout = _STATS_STRUCTS.get(size)
+        if layout is None:
+            layout = _STATS_STRUCTS[size] = (struct.Struct("=" + "HHQ" * (size // _STAT_ATTR)),
+                                             (_STAT_ATTR,) * (size // _STAT_ATTR))
+        values = layout[0].unpack_from(buf, start)
+        if values[0::3] == layout[1]:
+            kinds = values[1::3]
+            picks = _STAT_PICKS.get(kinds)
+            if picks is None:
+                if len(_STAT_PICKS) >= _SHAPES_MAX:
+                    _STAT_PICKS.clear()
+                # Which value fills each counter: the last attribute of its kind.
+                last = {_STAT_FIELDS[k & NLA_TYPE_MASK]: 3 * i + 2 for i, k in enumerate(kinds)
+                        if (k & NLA_TYPE_MASK) in _STAT_FIELDS}
+                picks = _STAT_PICKS[kinds] = tuple(last.get(slot) for slot in range(4))
+            return [0 if i is None else values[i] for i in picks]
+    for stat, t0, _t1 in _attrs(buf, start, end):
+        slot = _STAT_FIELDS.get(stat)
+        if slot is not None:
+            (counts[slot],) = _U64.unpack_from(buf, t0)
+    return counts
+
+
+def _vf_info(buf: bytes, start: int, end: int) -> tuple[int, VfStat] | None:
+    """One IFLA_VF_INFO payload: (VF index, its counters), None without IFLA_VF_MAC or IFLA_VF_STATS."""
+    # The level is checked whole before any of it is read (as _attrs does), then MAC and stats
+    # are read in their order: the same errors, first to last, as walking it with _attrs.
+    shape = _SHAPES.get(end - start)
+    if shape is not None and end <= len(buf) and shape[0].unpack_from(buf, start) == shape[1]:
+        # Every header where the last VF of this size had its own: the same walk, the same attributes.
+        wanted = [(kind, start + r0, start + r1) for kind, r0, r1 in shape[2]]
+    else:
+        wanted = []
+        headers: list[int] = []
+        layout = "="
+        off = start
+        unpack = _NLAHDR.unpack_from
+        while off + 4 <= end:
+            length, kind = unpack(buf, off)
+            if length < 4 or off + length > end:
+                raise HostError(f"malformed netlink attribute at byte {off} (length {length})")
+            headers += (length, kind)
+            step = (length + 3) & ~3
+            layout += "HH" + (f"{min(step, end - off) - 4}x" if min(step, end - off) > 4 else "")
+            kind &= NLA_TYPE_MASK
+            if kind in (IFLA_VF_MAC, IFLA_VF_STATS):
+                wanted.append((kind, off + 4, off + length))
+            off += step
+        if len(_SHAPES) >= _SHAPES_MAX:
+            _SHAPES.clear()
+        _SHAPES[end - start] = (struct.Struct(layout), tuple(headers),
+                                tuple((kind, p0 - start, p1 - start) for kind, p0, p1 in wanted))
+    index = None
+    mac: str | None = None
+    counts: list[int] | None = None
+    for sub, s0, s1 in wanted:
+        if sub == IFLA_VF_MAC:
+            # struct ifla_vf_mac { __u32 vf; __u8 mac[32]; }: Ethernet uses the first 6 bytes.
+            if s1 - s0 < _U32.size + MAC_LEN:
+                raise HostError(f"IFLA_VF_MAC at byte {s0 - 4}: {s1 - s0} bytes, need {_U32.size + MAC_LEN}")
+            (index,) = _U32.unpack_from(buf, s0)
+            raw = buf[s0 + _U32.size:s0 + _U32.size + MAC_LEN]
+            mac = _MACS.get(raw)
+            if mac is None:
+                if len(_MACS) >= _MACS_MAX:
+                    _MACS.clear()
+                mac = _MACS[raw] = format_mac(raw)
+        else:
+            counts = _vf_stats(buf, s0, s1)
+    if index is None or counts is None:
+        return None
+    return index, VfStat(counts[0], counts[1], counts[2], counts[3], mac)
+
+
+def vfinfo_from_buffer(buf: bytes | bytearray | memoryview, start: int, end: int,
+                       memo: dict[bytes, tuple[int, VfStat] | None] | None = None) -> dict[int, VfStat]:
+    """Walk an IFLA_VFINFO_LIST payload; VFs without IFLA_VF_MAC or IFLA_VF_STATS are skipped.
+
+    memo: the last call's IFLA_VF_INFO payloads and what they gave, refilled with this call's: a
+    VF whose attribute did not change by a byte (an idle VF's counters) is not parsed again."""
+    data = buf if isinstance(buf, bytes) else bytes(buf)
     vfs: dict[int, VfStat] = {}
-    for kind, p0, p1 in _attrs(buf, start, end):
+    last = dict(memo) if memo is not None else None
+    if memo is not None:
+        memo.clear()
+    for kind, p0, p1 in _attrs(data, start, end):
         if kind != IFLA_VF_INFO:
             continue
-        index = None
-        mac: str | None = None
-        counts: list[int] | None = None
-        for sub, s0, s1 in _attrs(buf, p0, p1):
-            if sub == IFLA_VF_MAC:
-                # struct ifla_vf_mac { __u32 vf; __u8 mac[32]; }: Ethernet uses the first 6 bytes.
-                if s1 - s0 < _U32.size + MAC_LEN:
-                    raise HostError(f"IFLA_VF_MAC at byte {s0 - 4}: {s1 - s0} bytes, need {_U32.size + MAC_LEN}")
-                (index,) = _U32.unpack_from(buf, s0)
-                mac = format_mac(buf[s0 + _U32.size:s0 + _U32.size + MAC_LEN])
-            elif sub == IFLA_VF_STATS:
-                counts = [0, 0, 0, 0]
-                for stat, t0, _t1 in _attrs(buf, s0, s1):
-                    slot = _STAT_FIELDS.get(stat)
-                    if slot is not None:
-                        (counts[slot],) = _U64.unpack_from(buf, t0)
-        if index is not None and counts is not None:
-            vfs[index] = VfStat(counts[0], counts[1], counts[2], counts[3], mac)
+        if last is None or memo is None:
+            got = _vf_info(data, p0, p1)
+        else:
+            raw = data[p0:p1]
+            got = last[raw] if raw in last else _vf_info(data, p0, p1)
+            memo[raw] = got
+        if got is not None:
+            vfs[got[0]] = got[1]
     return vfs
 
 
@@ -247,17 +338,18 @@ def link_messages(reply: Reply, ifname: str) -> list[ifinfmsg]:
     return decode_reply(reply, ifname) if isinstance(reply, (bytes, bytearray, memoryview)) else list(reply)
 
 
-def parse_link(reply: Reply, ifname: str) -> LinkStats:
-    """Raises HostError naming the link and the problem; nothing else, whatever the bytes."""
+def parse_link(reply: Reply, ifname: str, memo: dict[bytes, tuple[int, VfStat] | None] | None = None) -> LinkStats:
+    """Raises HostError naming the link and the problem; nothing else, whatever the bytes.
+    memo: kept by the caller between replies of this link (vfinfo_from_buffer)."""
     try:
-        return _parse_link(reply, ifname)
+        return _parse_link(reply, ifname, memo)
     except HostError:
         raise
     except Exception as exc:  # pyroute2's decoder raises what it meets on bytes no kernel sent
         raise HostError(f"{ifname}: malformed netlink reply ({type(exc).__name__}: {exc})") from None
 
 
-def _parse_link(reply: Reply, ifname: str) -> LinkStats:
+def _parse_link(reply: Reply, ifname: str, memo: dict[bytes, tuple[int, VfStat] | None] | None) -> LinkStats:
     msg = next((m for m in link_messages(reply, ifname) if m.get_attr("IFLA_IFNAME") == ifname), None)
     if msg is None:
         raise HostError(f"{ifname}: netlink reply holds no link of that name")
@@ -267,7 +359,7 @@ def _parse_link(reply: Reply, ifname: str) -> LinkStats:
         if slot[0] == "IFLA_VFINFO_LIST":
             cell = slot.cell[1]  # the attribute over the message buffer, decoded or not
             try:
-                vfs = vfinfo_from_buffer(cell.data, cell.offset + 4, cell.offset + cell.length)
+                vfs = vfinfo_from_buffer(cell.data, cell.offset + 4, cell.offset + cell.length, memo)
             except HostError as exc:
                 raise HostError(f"{ifname}: IFLA_VFINFO_LIST: {exc}") from None
             break

@@ -14,10 +14,40 @@ def describe_oserror(where: str | os.PathLike[str], exc: OSError) -> str:
     return f"{where}: {os.strerror(code)} (errno {code})"
 
 
+_CHUNK = 64 * 1024
+
+
+def read_bytes(path: str | os.PathLike[str], limit: int = 16 * 1024 * 1024) -> bytes:
+    """A file's bytes, at most `limit`, with the system calls alone (open, read until the end,
+    close): a Python file object costs several times the reads of a sysfs attribute or a
+    procfs file. Raises OSError."""
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        chunks = []
+        got = 0
+        while got < limit:
+            more = os.read(fd, min(_CHUNK, limit - got))
+            if not more:
+                break
+            chunks.append(more)
+            got += len(more)
+        return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+def _as_text(data: bytes) -> str:
+    """What reading the bytes in text mode gives (ASCII, undecodable bytes as U+FFFD, universal
+    newlines), stripped."""
+    text = data.decode("ascii", errors="replace")
+    if "\r" in text:
+        text = text.replace("\r\n", "\n").replace("\r", "\n")
+    return text.strip()
+
+
 def read_text(path: Path) -> str:
     try:
-        with open(path, encoding="ascii", errors="replace") as fh:
-            return fh.read().strip()
+        return _as_text(read_bytes(path))
     except OSError as exc:
         raise HostError(describe_oserror(path, exc)) from None
 
@@ -43,8 +73,7 @@ def read_source(path: Path, limit: int = 16 * 1024 * 1024) -> str:
     """A procfs/sysfs file as text whatever its bytes (undecodable ones become U+FFFD), at most
     `limit` bytes: a parser gets text, and any problem with the file is one HostError."""
     try:
-        with open(path, "rb") as fh:
-            data = fh.read(limit)
+        data = read_bytes(path, limit)
     except OSError as exc:
         raise HostError(describe_oserror(path, exc)) from None
     return data.decode("utf-8", errors="replace")
@@ -52,8 +81,7 @@ def read_source(path: Path, limit: int = 16 * 1024 * 1024) -> str:
 
 def read_optional(path: Path) -> str | None:
     try:
-        with open(path, encoding="ascii", errors="replace") as fh:
-            return fh.read().strip()
+        return _as_text(read_bytes(path))
     except OSError:
         return None
 
