@@ -226,6 +226,7 @@ class ItrSearch:
         self.incumbent_cost = incumbent_cost
         self._measure_cost = incumbent_cost is None
         self._incumbent_rates: list[float] = []
+        self._rates: dict[int, list[float]] = {}  # interrupts/s each probed rate ran at
         self._recheck = recheck_incumbent
         self._incumbent_samples: list[float] = [] if incumbent_throughput is None else [incumbent_throughput]
         # CPU seconds per bit, when the caller measures it: the incumbent's, and per rate.
@@ -298,6 +299,8 @@ class ItrSearch:
             self._samples.setdefault(self._pending, []).append(float(throughput))
             if scale is not None:
                 self._scales.setdefault(self._pending, []).append(float(scale))
+            if interrupt_rate is not None and math.isfinite(interrupt_rate):
+                self._rates.setdefault(self._pending, []).append(max(0.0, float(interrupt_rate)))
             if cpb_ok:
                 assert cpu_per_bit is not None
                 self._cpb.setdefault(self._pending, []).append(cpu_per_bit)
@@ -498,7 +501,7 @@ class ItrSearch:
         assert self._choice is not None
         value, inc = self.score(self._choice), self.incumbent_throughput
         cost = self.incumbent_cost if self.incumbent_cost else (self.incumbent or None)
-        costlier = cost is not None and self._choice > cost * (1.0 + self.margin) and inc > 0
+        costlier = cost is not None and self._cost(self._choice) > cost * (1.0 + self.margin) and inc > 0
         vetoes = (value < inc * (1.0 - self.harm_margin)
                   or (costlier and (value / inc - 1.0 < self.cost_margin or self._inside_noise(self._choice)))
                   or self._cpu_rule_vetoes(self._choice, inc))
@@ -507,6 +510,14 @@ class ItrSearch:
                 return False
             self.max_probes += 1
         return vetoes
+
+    def _cost(self, itr: int) -> float:
+        """The interrupts/s a probed rate ran at, as the incumbent's cost is measured; the rate
+        itself when the host could not count them. A rate is a ceiling: a load that asks for
+        fewer interrupts (small packets, request/response) runs below it, and comparing the
+        ceiling with the incumbent's measured rate would count interrupts that never came."""
+        rates = self._rates.get(itr)
+        return sum(rates) / len(rates) if rates else float(itr)
 
     def _scale(self, itr: int) -> float:
         values = self._scales.get(itr)
@@ -648,7 +659,7 @@ class ItrSearch:
         value = self.score(chosen)
         gain = (value / inc - 1.0) if inc > 0 else math.inf
         cost = self.incumbent_cost if self.incumbent_cost else (self.incumbent or None)
-        costlier = cost is not None and chosen > cost * (1.0 + self.margin) and inc > 0
+        costlier = cost is not None and self._cost(chosen) > cost * (1.0 + self.margin) and inc > 0
         if costlier and gain < self.cost_margin:
             # More interrupts for a gain inside the noise margin is not a decision: the
             # incumbent keeps the throughput at a lower CPU cost.

@@ -204,6 +204,9 @@ class SearchTuner(VfPolicy):
         self._slices: dict[tuple[str, str, str], list[Window]] = {}
         self._last_window: Window | None = None
         self._last_search: _Search | None = None
+        # When this VF last measured each class's setting (a search's end) or first took it
+        # from memory: a remembered setting ages like a held one (_recall).
+        self._measured_at: dict[WorkloadClass, float] = {}
 
     @property
     def search(self) -> ItrSearch | None:
@@ -365,16 +368,28 @@ class SearchTuner(VfPolicy):
         search, whose measurements are kept for its class): recall the class's setting, resume
         its search, or search."""
         self._suspend()
+        if klass is not None and klass in self.suspended:
+            # A search under way for the class (a first one, or a remembered setting's re-check)
+            # is newer than anything remembered for it.
+            return self._resume(s, self.suspended.pop(klass))
         known = self._profile(klass)
         if known is not None and known[0] != self.held_class:
             return self._recall(s, *known)
-        if klass is not None and klass in self.suspended:
-            return self._resume(s, self.suspended.pop(klass))
         return self._begin(s, cause, warm=False, baseline=w, klass=klass,
                            what=f"load changed to {klass}", mbps=round(w.bps / 1e6), klass_name=str(klass))
 
-    def _recall(self, s: VfSample, klass: WorkloadClass, profile: Profile, source: str) -> TunerEvent:
+    def _recall(self, s: VfSample, klass: WorkloadClass, profile: Profile, source: str) -> TunerEvent | None:
         self._suspend()
+        taken = self._measured_at.setdefault(klass, s.t)
+        age = s.t - taken
+        if age >= self.options.restart_s * self.clock.factor(self.searches):
+            # The periodic restart, for a setting held in visits: a load that changes class
+            # every few seconds resets the hold's clock at each recall, so without this a
+            # remembered setting (and whatever its one search measured) would never be
+            # searched again. The re-check brackets it as a periodic restart does.
+            return self._begin(s, Cause.RESTART_PERIODIC, warm=True, baseline=None, klass=klass,
+                               centre=profile.itr, count=round(age), unit="s", klass_name=str(klass),
+                               itr=profile.itr)
         self.recalls += 1
         profile.uses += 1
         self.phase = Phase.HOLDING
@@ -490,30 +505,31 @@ class SearchTuner(VfPolicy):
                                               {"what": f"load back to {suspended.klass}: search resumed"}))
 
     def _begin(self, s: VfSample, cause: Cause, warm: bool, baseline: Window | None,
-               klass: WorkloadClass | None, **values: object) -> TunerEvent | None:
-        """Start a search."""
+               klass: WorkloadClass | None, centre: int | None = None, **values: object) -> TunerEvent | None:
+        """Start a search; a warm one around `centre` (default: the rate in force)."""
         o = self.options
         low, high = self.full_bracket
-        # A warm restart brackets the rate in force; under the adaptive ITR (0) that is the
-        # interrupt rate the host measured, when it can see one. A cold search's incumbent is
-        # the adaptive ITR: a rate in force then is another load's (a probe of the search the
-        # load left, or the setting held for it), no centre for this one.
+        # A warm restart brackets the rate in force (or a remembered one); under the adaptive
+        # ITR (0) that is the interrupt rate the host measured, when it can see one. A cold
+        # search's incumbent is the adaptive ITR: a rate in force then is another load's (a
+        # probe of the search the load left, or the setting held for it), no centre for this one.
+        held = (s.itr if centre is None else centre) if warm else None
         adaptive_rate = baseline.interrupt_rate if baseline is not None and baseline.itr == 0 else None
-        centre = s.itr if warm and s.itr > 0 else adaptive_rate
+        incumbent = held if held is not None else 0
+        centre_rate = held if held else adaptive_rate
         verdict = self.port.judge(baseline) if baseline is not None else None
         confined = verdict is not None and verdict.takes_share
-        if centre and (confined or warm):
+        if centre_rate and (confined or warm):
             # A VF that takes its share of a saturated port gains only from its neighbours: its
             # searches stay around the rate in force and look only for a cheaper one. Under
             # efficiency, any cheaper one: the lowest rate that holds the share is the objective.
             if not (confined and self.goal.trades_merit):
-                low = max(low, int(centre / o.warm_span))
-            high = min(high, int(centre * (1.0 if confined else o.warm_span)))
+                low = max(low, int(centre_rate / o.warm_span))
+            high = min(high, int(centre_rate * (1.0 if confined else o.warm_span)))
             if high <= low:
                 low, high = self.full_bracket
         # A cold search measures the guest's own adaptive ITR first (do no harm; the CPU rule),
         # in a window of its own: the window that showed the new load straddles the change.
-        incumbent = s.itr if warm else 0
         same = warm and baseline is not None and same_itr(baseline.itr, incumbent) and (
             baseline.bps > 0)
         incumbent_bps = verdict.credited_bps if same and verdict is not None else None
@@ -538,7 +554,7 @@ class SearchTuner(VfPolicy):
         values.update(low=int(low), high=int(high))
         if verdict is not None and verdict.saturated:
             values["port"] = "port saturated: judged on the VF's share of the port" + (
-                ", looking only for a cheaper rate" if confined and centre and high <= centre * 1.0001 else "")
+                ", looking only for a cheaper rate" if confined and centre_rate and high <= centre_rate * 1.0001 else "")
         if "klass_name" in values:
             values["klass"] = values.pop("klass_name")
         if cause is Cause.START and baseline is not None:
@@ -584,6 +600,9 @@ class SearchTuner(VfPolicy):
         klass = self.active.classes.get(best, self.active.klass)
         self.suspended.pop(self.active.klass, None) if self.active.klass is not None else None
         if klass is not None:
+            self._measured_at[klass] = s.t
+            if self.active.klass is not None:
+                self._measured_at[self.active.klass] = s.t
             measured = search.mean(best) if best in search.scores() else search.incumbent_throughput
             if measured:
                 profile = Profile(best, measured, search.cpu_per_bit(best), s.t)
