@@ -569,3 +569,21 @@ def test_the_noise_rule_names_the_gain_and_what_it_needed():
 def test_noise_z_must_be_a_finite_non_negative_number():
     with pytest.raises(ValueError, match="noise_z must be a finite number >= 0, got -1.0"):
         SearchConfig(noise_z=-1.0)
+
+
+def test_a_rate_is_judged_costlier_by_the_interrupts_it_ran_at_not_by_its_ceiling():
+    # Request/response at a 160000/s ceiling takes 50000 interrupts/s: its packets, not the
+    # ceiling, set the rate. Rates from 80000/s hold the merit within 3% at fewer interrupts;
+    # a ceiling above the incumbent's measured 50000/s is not, by itself, more interrupts.
+    def merit(r):
+        return 1.0 if r >= 80_000 else 0.9 + 0.1 * (r / 80_000)
+
+    def ran(r):
+        return min(float(r), 50_000.0 * min(1.0, r / 160_000) ** 0.2)
+
+    search = ItrSearch(80_000, 320_000, 1000, SearchConfig(plateau_margin=0.03, harm_margin=0.03),
+                       incumbent=160_000)
+    while (itr := search.ask()) is not None:
+        search.tell(itr, merit(itr), interrupt_rate=ran(itr))
+    assert search.best is not None and search.best < 160_000
+    assert ran(search.best) < ran(160_000) and "kept incumbent" not in search.outcome

@@ -750,3 +750,26 @@ def test_a_load_shorter_than_the_adaptive_itrs_window_is_measured_over_several_v
     settled = {k.size: p.itr for k, p in tuner.memory.profiles.items()}
     assert 6_000 < settled["small"] < 10_000  # small packets peak at 8000/s
     assert tuner.state()["phase"] == "holding"
+
+
+def test_a_setting_recalled_in_short_visits_is_searched_again_once_as_old_as_a_hold_may_last():
+    # A load that changes class every 30 s starts a new hold at each recall, so the hold's own
+    # clock never reaches restart_s; the remembered setting is checked once it is that old.
+    load = {"bytes": 1500.0, "bulk_peak": 48_000.0}
+    vf = SyntheticVf(lambda r: curve(load["bulk_peak"] if load["bytes"] >= 1000 else 8_000)(r))
+    tuner = SearchTuner(PCI, caps(), TunerOptions(restart_s=400, restart_jitter=0.0))
+    vf.run(tuner, 150)
+    bulk_itr = tuner.state()["held_itr"]
+    assert isinstance(bulk_itr, int) and tuner.state()["phase"] == "holding"
+    found = tuner.convergences[-1].t
+    load["bytes"] = vf.packet_bytes = 300.0
+    vf.run(tuner, 150)
+    load["bulk_peak"] = 20_000.0  # the host changed: the bulk load's best moved down
+    while vf.t < 1800:
+        load["bytes"] = vf.packet_bytes = 1500.0 if load["bytes"] < 1000 else 300.0
+        vf.run(tuner, 30)
+    rechecks = [(t, d) for t, d in vf.decisions if d.cause == "restart-periodic" and "large" in d.reason]
+    assert rechecks and "remembered" in rechecks[0][1].reason
+    assert rechecks[0][0] - found >= 400  # not before the setting is as old as a hold may last
+    bulk = next(p for k, p in tuner.memory.profiles.items() if k.size == "large")
+    assert bulk.itr < bulk_itr and at_the_knee(curve(20_000), bulk.itr, 20_000)
