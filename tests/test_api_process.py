@@ -81,8 +81,8 @@ def test_metrics_keep_process_figures_for_the_agent(sim_agent: RunningAgent) -> 
 
 
 def test_a_reader_after_a_quiet_spell_gets_the_agents_latest_ticks_not_an_old_view(sim_agent: RunningAgent) -> None:
-    # /healthz reads the agent's heartbeat and asks for no view; a first reader of the VFs after
-    # longer than the heartbeat's period (2 s) waits for the view after the agent's next tick.
+    # /healthz reads the agent's heartbeat (every 2 s) and asks for no view; a first reader after
+    # a heartbeat newer than its view waits for the view after the agent's next tick.
     first = httpx.get(f"{sim_agent.url}/healthz", timeout=10).json()["ticks"]
     quiet_from = time.monotonic()
     while time.monotonic() - quiet_from < 3.0:  # the scenario: 3 s with health checks only

@@ -8,7 +8,7 @@ the store's writer; a child process serves the API on the socket the agent bound
 
 - the agent's view, pushed over a socket pair (pickled: both ends are this same vftune) after
   every tick while requests read it (a read tells the agent); while none do, a heartbeat every
-  VIEW_IDLE_S, and the first read after a while waits for the view after the next tick,
+  VIEW_IDLE_S, and the first read after one waits for the view after the next tick,
 - the history read through its own read-only connections (and its own page workers),
 - the few calls that change the agent (an inventory refresh, the profiles, a guest event's
   record) sent back and answered by a thread of the agent.
@@ -54,8 +54,8 @@ CALL_S = 10.0  # an agent that does not answer a call in this long gets the requ
 RESTART_S = (1.0, 30.0)  # first and longest wait before a dead API process is replaced
 FIRST_VIEW_S = 60.0  # a new API process waits this long for the agent's first view
 # With no reader the agent sends a heartbeat this often (its ticks, clock and store's state;
-# /healthz says stalled after 3 ticks + 5 s), and no view; a reader finding its view older than
-# this waits for the one after the next tick.
+# /healthz says stalled after 3 ticks + 5 s), and no view; a reader finding that the agent
+# ticked since its view waits for the one after the next tick.
 VIEW_IDLE_S = 2.0
 FRESH_WAIT_S = 1.0  # the longest such a wait
 WANT_VIEW = "want_view"  # the API process to the agent: a reader took the last view
@@ -87,7 +87,6 @@ class RemoteAgent:
     def __init__(self, link: _Link) -> None:
         self._link = link
         self._view: AgentView | None = None
-        self._view_at = -math.inf  # monotonic time the view came
         self._anchor = (0.0, 0.0, 1.0)  # host wall time at a push, monotonic time then, clock rate
         self._latest = -math.inf  # the latest time wall_now() gave
         self._clock_lock = threading.Lock()
@@ -102,7 +101,6 @@ class RemoteAgent:
     def update(self, view: AgentView, wall: float, clock_rate: float, degraded: str | None) -> None:
         self._anchor = (wall, time.monotonic(), clock_rate)
         self._view, self.degraded = view, degraded
-        self._view_at = time.monotonic()
         self._ticks = view.ticks
         if view.ticks >= self._live[0]:
             self._live = (view.ticks, view.last_tick_wall)
@@ -118,11 +116,12 @@ class RemoteAgent:
         self._live, self.degraded = (ticks, last_tick_wall), degraded
 
     def _stale(self) -> bool:
-        """The view is older than VIEW_IDLE_S (what a reader got at most when views came every
-        VIEW_IDLE_S unasked), the agent has ticked since, and no reader waited for a newer one
-        since the agent last said so: the next reader waits for the view after the next tick."""
-        return (self._live[0] > self._ticks and self._live[0] > self._waited
-                and time.monotonic() - self._view_at > VIEW_IDLE_S)
+        """The agent said (its heartbeat, at most VIEW_IDLE_S apart) that it ticked since the
+        view, and no reader waited for a newer one since it said so: the next reader waits for
+        the view after the next tick. So a reader never gets ticks older than /healthz gave, and
+        a view served at once is at most VIEW_IDLE_S and a tick old, as when views came every
+        VIEW_IDLE_S unasked."""
+        return self._live[0] > self._ticks and self._live[0] > self._waited
 
     def view_waits(self) -> bool:
         """Whether view() would wait for the agent's next view now."""
