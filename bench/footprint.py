@@ -12,8 +12,8 @@ page workers) from /proc/PID/stat over --seconds after --warmup, with no client 
 of each; and how long after the restore a SIGTERM with no client leaves the process.
 
 Beside them, in this process (no API, no signals): the per-tick breakdown from a cProfile run of
-the same agent on the same tree, with the policies' states copied for a view every 2 s as the
-service does with no client (shares of the tick's wall time in the profile, from its caller
+the same agent on the same tree, with no view wanted, as the service runs with no client (its
+API process gets a heartbeat every 2 s; shares of the tick's wall time in the profile, from its caller
 table: sample = the backend's snapshot + rate derivation; tuner = the VF policies' step, state and
 measured window; PF = the PF controllers; writes = ITR and mode writes, read-backs, inventory;
 record = the row recorder and the store; loop = the rest, the tick's own bookkeeping), the CPU of
@@ -68,7 +68,6 @@ from netlink_wire import CountingHost
 
 from vftune.agent.loop import Agent, AgentConfig
 from vftune.agent.policies import pf_controller, vf_policy
-from vftune.api.process import VIEW_IDLE_S
 from vftune.hostdriver.linux.host import LinuxHost
 from vftune.hostdriver.linux.netlink_vfstats import ReplaySource
 from vftune.store.db import Store
@@ -311,17 +310,16 @@ def _replies(load: str) -> CountingHost:
 
 
 def tick_profile(policy: str, ticks: int, passes: int, top: int = 0, load: str = "steady") -> dict[str, Any]:
-    """The agent's tick in this process, as the service runs it with no client connected: the
-    policies' states are copied for a view every VIEW_IDLE_S (api/process.py), not every tick."""
+    """The agent's tick in this process, as the service runs it with no client connected: no
+    view is wanted, so the policies' states are not copied (api/process.py sends a heartbeat)."""
     logging.disable(logging.WARNING)
-    every = max(1, round(VIEW_IDLE_S / INTERVAL_S))
     with tempfile.TemporaryDirectory(prefix="vftune-tick-") as tmp:
         clock = ManualClock()
         sysfs, procfs, uri = make_tree(Path(tmp) / "host")
         host = LinuxHost(sysfs, procfs, uri, ReplaySource(_replies(load)), clock=clock, sleeper=clock.sleep)
         store = Store(Path(tmp) / "vftune.db")
         agent = Agent(host, store, vf_policy(policy), pf_controller("hybrid"), AgentConfig(interval=INTERVAL_S))
-        agent.view_wanted = lambda: agent.ticks % every == every - 1
+        agent.view_wanted = lambda: False
         agent.start("footprint")
         for _ in range(40):  # past the first windows and the first record period
             clock.sleep(INTERVAL_S)
@@ -391,7 +389,7 @@ def main() -> None:
     print(f"126-VF fixture host, {1 / INTERVAL_S:g} ticks/s; CPU over {args.seconds:g} s after {args.warmup:g} s, "
           f"no client; load average {load_avg:.2f} on {os.cpu_count()} CPUs before the runs")
 
-    print("\nper tick, in this process, views every 2 s as with no client (cProfile shares of the tick; "
+    print("\nper tick, in this process, no view as with no client (cProfile shares of the tick; "
           "CPU ms without the profiler):")
     print(f"{'policy':<8} {'load':<9} {'tick ms':>8} {'sample':>7} {'tuner':>6} {'PF':>4} {'writes':>7} {'record':>7} "
           f"{'loop':>5} {'view ms':>8} {'states ms':>10} {'sampling pass ms':>17} {'pass at 4/s':>12}")

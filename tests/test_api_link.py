@@ -109,3 +109,65 @@ def test_a_refresh_is_told_not_asked_and_the_clock_runs_at_the_hosts_rate() -> N
     stamped = agent.wall_now()
     agent.update(view, wall=1990.0, clock_rate=0.0, degraded=None)
     assert agent.wall_now() == stamped == 2000.0
+
+
+def _view(ticks: int, last_tick_wall: float | None = 100.0) -> AgentView:
+    return AgentView(backend="sim", detail="", started=0.0, interval_s=0.25, ticks=ticks, last_tick_wall=last_tick_wall,
+                     capabilities=Capabilities(backend="sim"), pfs=(), vfs=(), ignored=(), cost_model={})
+
+
+def test_with_no_reader_the_heartbeat_keeps_health_current_and_a_later_reader_gets_the_next_view() -> None:
+    end = FakeAgentEnd(lambda name, args: None)
+    agent = RemoteAgent(end.link)
+    first = _view(3)
+    agent.update(first, wall=1000.0, clock_rate=1.0, degraded=None)
+    agent.beat(40, 200.0, wall=1010.0, clock_rate=1.0, degraded="disk full")
+    assert agent.liveness() == (40, 200.0, 0.25, "sim") and agent.degraded == "disk full"
+    assert agent.wall_now() >= 1010.0
+    assert agent.ticks == 40, "caches by ticks see that the view is behind"
+    newer = _view(41, 200.25)
+    threading.Timer(0.1, agent.update, (newer, 1010.25, 1.0, None)).start()
+    assert agent.view() is newer, "the reader waited for the view after the next tick"
+    assert _told_soon(end, "want_view")
+    assert agent.ticks == 41 and agent.view() is newer
+
+
+def test_a_reader_does_not_wait_on_an_agent_that_sends_no_view_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(process, "FRESH_WAIT_S", 0.2)
+    agent = RemoteAgent(FakeAgentEnd(lambda name, args: None).link)
+    old = _view(3)
+    agent.update(old, wall=1000.0, clock_rate=1.0, degraded=None)
+    agent.beat(9, 101.0, wall=1001.0, clock_rate=1.0, degraded=None)
+    agent._next = waits = CountedEvent()
+    assert agent.view() is old, "no view came within the wait: the last one"
+    assert agent.view() is old and agent.ticks == 3
+    assert waits.waits == 1, "no second wait for the same heartbeat"
+
+
+def test_a_view_no_heartbeat_has_overtaken_is_served_at_once() -> None:
+    agent = RemoteAgent(FakeAgentEnd(lambda name, args: None).link)
+    view = _view(3)
+    agent.update(view, wall=1000.0, clock_rate=1.0, degraded=None)
+    agent.beat(3, 100.0, wall=1000.5, clock_rate=1.0, degraded=None)
+    agent._next = waits = CountedEvent()
+    assert agent.view() is view and agent.ticks == 3 and not agent.view_waits()
+    assert waits.waits == 0
+
+
+class CountedEvent(threading.Event):
+    def __init__(self) -> None:
+        super().__init__()
+        self.waits = 0
+
+    def wait(self, timeout: float | None = None) -> bool:
+        self.waits += 1
+        return super().wait(timeout)
+
+
+def _told_soon(end: FakeAgentEnd, name: str) -> bool:
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        if any(t[0] == name for t in end.told):
+            return True
+        time.sleep(0.01)
+    return False

@@ -78,3 +78,16 @@ def test_metrics_keep_process_figures_for_the_agent(sim_agent: RunningAgent) -> 
     assert value("process_start_time_seconds") == pytest.approx(psutil.Process(sim_agent.proc.pid).create_time(), abs=1)
     api = api_process(sim_agent)
     assert value("vftune_api_process_start_time_seconds") == pytest.approx(api.create_time(), abs=1)
+
+
+def test_a_reader_after_a_quiet_spell_gets_the_agents_latest_ticks_not_an_old_view(sim_agent: RunningAgent) -> None:
+    # /healthz reads the agent's heartbeat (every 2 s) and asks for no view; a first reader after
+    # a heartbeat newer than its view waits for the view after the agent's next tick.
+    first = httpx.get(f"{sim_agent.url}/healthz", timeout=10).json()["ticks"]
+    quiet_from = time.monotonic()
+    while time.monotonic() - quiet_from < 3.0:  # the scenario: 3 s with health checks only
+        health = httpx.get(f"{sim_agent.url}/healthz", timeout=10).json()
+        time.sleep(0.2)
+    assert health["ticks"] > first, "the heartbeat carries the ticks"
+    host = httpx.get(f"{sim_agent.url}/v1/host", headers=sim_agent.auth, timeout=10)
+    assert host.status_code == 200 and host.json()["ticks"] >= health["ticks"]

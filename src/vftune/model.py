@@ -10,11 +10,33 @@ times in seconds on the host's clock (store: Unix seconds).
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import Literal
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, fields
+from typing import Any, Literal, TypeVar
 
 from vftune.itr import ITR_MAX_RATE, ITR_MIN_RATE
+
+T = TypeVar("T")
+
+
+def maker(cls: type[T]) -> Callable[[Sequence[Any]], T]:
+    """A fast constructor of a frozen dataclass from every field's value in order: the same
+    object as cls(*values), built without the frozen __init__'s object.__setattr__ per field
+    (a VfSample: ~1.0 us against ~2.2 us; one per VF per tick). A dataclass without
+    __post_init__ or slots only; fewer values than fields go through cls(*values)."""
+    names = tuple(f.name for f in fields(cls))  # type: ignore[arg-type]
+    assert not hasattr(cls, "__post_init__") and not hasattr(cls, "__slots__"), cls
+    new, count = object.__new__, len(names)
+
+    def make(values: Sequence[Any]) -> T:
+        if len(values) != count:
+            return cls(*values)
+        made = new(cls)
+        made.__dict__.update(zip(names, values))
+        return made
+
+    return make
+
 
 RxMode = Literal["napi", "de", "hybrid"]
 RX_MODES: tuple[str, ...] = ("napi", "de", "hybrid")
@@ -116,6 +138,9 @@ class VfCounters:
     mac: str | None = None  # IFLA_VF_MAC as the PF reports it now
 
 
+make_vf_counters = maker(VfCounters)
+
+
 @dataclass(frozen=True)
 class PfCounters:
     rx_packets: int
@@ -213,6 +238,9 @@ class VfSample:
     @property
     def throughput_bps(self) -> float:
         return self.rx_bps + self.tx_bps
+
+
+make_vf_sample = maker(VfSample)
 
 
 @dataclass(frozen=True)

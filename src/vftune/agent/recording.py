@@ -12,7 +12,7 @@ import operator
 from collections.abc import Iterable, Sequence
 from dataclasses import fields, replace
 
-from vftune.model import PfSample, VfSample
+from vftune.model import PfSample, VfSample, make_vf_sample
 
 __all__ = ["SampleRecorder", "merge_pf_samples", "merge_vf_samples"]
 
@@ -67,7 +67,7 @@ class _VfRow:
         # rx/tx rates are never None; the zero default keeps their type a float
         for at in _RX_TX_AT:
             args[at] = args[at] or 0.0
-        return VfSample(*args)
+        return make_vf_sample(args)
 
 
 def _mean(samples: Sequence[PfSample], name: str, dt: float) -> float | None:

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field, fields
 from typing import cast
 
 from vftune.itr import LINE_RATE_BPS, WIRE_OVERHEAD_B
-from vftune.model import Inventory, PfSample, Snapshot, VfCounters, VfInfo, VfSample
+from vftune.model import Inventory, PfSample, Snapshot, VfCounters, VfInfo, VfSample, make_vf_sample
 
 
 @dataclass(frozen=True)
@@ -225,7 +225,7 @@ class RateDeriver:
             if name in prev.pfs
         ]
         self._ports(snap.time, rows, pf_samples, layout)
-        return [VfSample(*row) for row in rows.values()], pf_samples  # type: ignore[arg-type]
+        return list(map(make_vf_sample, rows.values())), pf_samples
 
     @staticmethod
     def _guest_totals(rows: dict[str, list[object]], layout: _Layout, drops: dict[str, float | None]) -> None:

@@ -16,6 +16,7 @@ from typing import Any, Protocol
 
 import orjson
 from fastapi import Query, Request, Response
+from fastapi.concurrency import run_in_threadpool
 
 from vftune.model import AgentView
 from vftune.store.pages import PageWorkers
@@ -63,6 +64,16 @@ def cached_view(handle: AgentHandle) -> AgentView:
         view = handle.view()
         _views[handle] = (view.ticks, view)
         return view
+
+
+async def cached_view_async(handle: AgentHandle) -> AgentView:
+    """cached_view() for an async route: on a worker thread when it would wait for the agent's
+    next view (the API process's agent, after a while without readers), so that the event loop
+    and the requests on it never wait for a tick."""
+    stale = getattr(handle, "view_waits", None)
+    if stale is not None and stale():
+        return await run_in_threadpool(cached_view, handle)
+    return cached_view(handle)
 
 
 def json_response(body: Any) -> Response:

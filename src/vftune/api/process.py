@@ -7,7 +7,8 @@ process the API waits only for the CPU. The agent's process keeps the tick, ever
 the store's writer; a child process serves the API on the socket the agent bound, with
 
 - the agent's view, pushed over a socket pair (pickled: both ends are this same vftune) after
-  every tick while requests read it, every VIEW_IDLE_S while none do (a read tells the agent),
+  every tick while requests read it (a read tells the agent); while none do, a heartbeat every
+  VIEW_IDLE_S, and the first read after one waits for the view after the next tick,
 - the history read through its own read-only connections (and its own page workers),
 - the few calls that change the agent (an inventory refresh, the profiles, a guest event's
   record) sent back and answered by a thread of the agent.
@@ -52,7 +53,11 @@ log = logging.getLogger("vftune.api")
 CALL_S = 10.0  # an agent that does not answer a call in this long gets the request a 503
 RESTART_S = (1.0, 30.0)  # first and longest wait before a dead API process is replaced
 FIRST_VIEW_S = 60.0  # a new API process waits this long for the agent's first view
-VIEW_IDLE_S = 2.0  # a view no reader asked for is pushed this often (/healthz says stalled after 3 ticks + 5 s)
+# With no reader the agent sends a heartbeat this often (its ticks, clock and store's state;
+# /healthz says stalled after 3 ticks + 5 s), and no view; a reader finding that the agent
+# ticked since its view waits for the one after the next tick.
+VIEW_IDLE_S = 2.0
+FRESH_WAIT_S = 1.0  # the longest such a wait
 WANT_VIEW = "want_view"  # the API process to the agent: a reader took the last view
 
 
@@ -85,7 +90,10 @@ class RemoteAgent:
         self._anchor = (0.0, 0.0, 1.0)  # host wall time at a push, monotonic time then, clock rate
         self._latest = -math.inf  # the latest time wall_now() gave
         self._clock_lock = threading.Lock()
-        self.ticks = -1
+        self._ticks = -1  # the view's
+        self._live: tuple[int, float | None] = (-1, None)  # the agent's ticks and last tick's wall time, newest known
+        self._waited = -1  # a view newer than the one here was awaited for these ticks (once each)
+        self._next = threading.Event()  # set when a view comes (replaced for the one after)
         self.degraded: str | None = None
         self.has_view = threading.Event()
         self._wanted = False  # told the agent since the last view that a reader wants the next
@@ -93,18 +101,57 @@ class RemoteAgent:
     def update(self, view: AgentView, wall: float, clock_rate: float, degraded: str | None) -> None:
         self._anchor = (wall, time.monotonic(), clock_rate)
         self._view, self.degraded = view, degraded
-        self.ticks = view.ticks
+        self._ticks = view.ticks
+        if view.ticks >= self._live[0]:
+            self._live = (view.ticks, view.last_tick_wall)
         self._wanted = False
+        arrived, self._next = self._next, threading.Event()
+        arrived.set()
         self.has_view.set()
+
+    def beat(self, ticks: int, last_tick_wall: float | None, wall: float, clock_rate: float,
+             degraded: str | None) -> None:
+        """The agent ticks on and nobody asked for a view: its clock, ticks and store's state."""
+        self._anchor = (wall, time.monotonic(), clock_rate)
+        self._live, self.degraded = (ticks, last_tick_wall), degraded
+
+    def _stale(self) -> bool:
+        """The agent said (its heartbeat, at most VIEW_IDLE_S apart) that it ticked since the
+        view, and no reader waited for a newer one since it said so: the next reader waits for
+        the view after the next tick. So a reader never gets ticks older than /healthz gave, and
+        a view served at once is at most VIEW_IDLE_S and a tick old, as when views came every
+        VIEW_IDLE_S unasked."""
+        return self._live[0] > self._ticks and self._live[0] > self._waited
+
+    def view_waits(self) -> bool:
+        """Whether view() would wait for the agent's next view now."""
+        return self._stale()
+
+    @property
+    def ticks(self) -> int:
+        """The view's ticks; the agent's newer ones when the view is stale, so that caches by
+        ticks (deps.cached_view, the rendered /v1/vfs) ask view() for a new one."""
+        return self._live[0] if self._stale() else self._ticks
+
+    def liveness(self) -> tuple[int, float | None, float, str]:
+        """The agent's ticks, its last tick's wall time, its interval and backend, without
+        asking for a view (/healthz)."""
+        assert self._view is not None, "the API serves only after the first view"
+        return (*self._live, self._view.interval_s, self._view.backend)
 
     def view(self) -> AgentView:
         assert self._view is not None, "the API serves only after the first view"
         if not self._wanted:
-            # Someone reads: the agent pushes a view after its next tick too (else only every
-            # VIEW_IDLE_S). One word per view pushed, however many requests read it.
+            # Someone reads: the agent pushes a view after its next tick (else none, only its
+            # heartbeat). One word per view pushed, however many requests read it.
             self._wanted = True
             with contextlib.suppress(AgentUnavailable):  # stopping: the last view is what there is
                 self._link.tell(WANT_VIEW)
+        if self._stale():
+            # Nobody read for a while: wait for the view after the agent's next tick, a few
+            # intervals at most (a tick that does not come: the last view, as before).
+            self._waited = self._live[0]
+            self._next.wait(min(FRESH_WAIT_S, 2 * self._view.interval_s + 0.2))
         return self._view
 
     def wall_now(self) -> float:
@@ -244,8 +291,11 @@ def serve(conn_fd: int, listen_fd: int, settings_json: str, metrics_fd: int = -1
             except (EOFError, OSError):
                 break
             kind = message[0]
-            if kind == "view":
-                agent.update(*message[1:])
+            if kind in ("view", "beat"):
+                if kind == "view":
+                    agent.update(*message[1:])
+                else:
+                    agent.beat(*message[1:])
                 if history is not None:
                     history.degraded = agent.degraded
             elif kind == "reply":
@@ -353,17 +403,20 @@ class ApiProcess:
         self.clock_rate = clock_rate if clock_rate != float("inf") else 0.0
         self._ticked = threading.Event()
         self._wanted = threading.Event()  # the API process read the last view pushed
-        self._pushed = -math.inf  # monotonic time of the last push
+        self._due = False  # whether the tick copied the policies' states for a view (view_due)
+        self._sent = -math.inf  # monotonic time of the last view or heartbeat
         self._draining = threading.Event()
         self._child = self._spawn()
         threading.Thread(target=self._push, name="vftune-api-views", daemon=True).start()
 
     def view_due(self) -> bool:
-        """Whether the view after the coming tick is pushed (Agent.view_wanted)."""
-        return self._wanted.is_set() or time.monotonic() - self._pushed >= VIEW_IDLE_S
+        """Whether the view after the coming tick is pushed (Agent.view_wanted): the tick copies
+        the policies' states for it, and the push after it follows this answer."""
+        self._due = self._wanted.is_set()
+        return self._due
 
     def tick(self) -> None:
-        """After every tick (Agent.heartbeat): the API's view is pushed on."""
+        """After every tick (Agent.heartbeat): the API's view (or heartbeat) is sent on."""
         self._ticked.set()
 
     def _spawn(self) -> _Child:
@@ -375,21 +428,26 @@ class ApiProcess:
         return child
 
     def _push(self) -> None:
-        """A view after a tick when a reader asked for one since the last, else every VIEW_IDLE_S:
-        a copy of 126 VFs, pickled here and unpickled there, is most of the API's cost when
-        nobody reads it."""
+        """A view after a tick when a reader asked for one since the last; else a heartbeat
+        every VIEW_IDLE_S (a few numbers). A view (a copy of 126 VFs, the policies' states
+        copied for it, pickled here and unpickled there) was most of the API's cost and a tenth
+        of the agent's when it went every VIEW_IDLE_S to nobody."""
         while True:
             self._ticked.wait()
             self._ticked.clear()
             if self._draining.is_set():
                 return
-            if not self.view_due():
-                continue
-            self._wanted.clear()
-            self._pushed = time.monotonic()
-            view = self.agent.view()
             degraded = self.history.degraded if self.history is not None else None
-            self._child.send(("view", view, self.agent.wall_now(), self.clock_rate, degraded))
+            if self._due:
+                self._due = False
+                self._wanted.clear()
+                self._sent = time.monotonic()
+                view = self.agent.view()
+                self._child.send(("view", view, self.agent.wall_now(), self.clock_rate, degraded))
+            elif time.monotonic() - self._sent >= VIEW_IDLE_S:
+                self._sent = time.monotonic()
+                self._child.send(("beat", self._agent.ticks, self._agent.last_tick_wall, self.agent.wall_now(),
+                                  self.clock_rate, degraded))
 
     def _answer(self, child: _Child) -> None:
         """The API process's calls, one at a time, until it is gone."""

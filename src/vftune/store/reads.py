@@ -9,8 +9,17 @@ from pathlib import Path
 from typing import Any
 
 SAMPLE_COLUMNS = "t, dt, rx_pps, rx_bps, tx_pps, tx_bps, interrupts_per_s, itr, guest_cpu, fresh"
+SAMPLE_NAMES = tuple(c.strip() for c in SAMPLE_COLUMNS.split(","))
+assert SAMPLE_NAMES[0] == "t" and SAMPLE_NAMES[-1] == "fresh", "sample_rows' callers index them"
 TABLES = frozenset({"samples", "samples_1m", "pf_samples", "decisions", "vfs", "pfs", "runs", "cost_fits",
                     "guest_events", "journal", "targets"})
+
+
+def sample_dict(row: tuple[Any, ...]) -> dict[str, Any]:
+    """A sample_rows() tuple as the API documents a sample: fresh a bool."""
+    out = dict(zip(SAMPLE_NAMES, row))
+    out["fresh"] = bool(row[-1])
+    return out
 
 
 class Reads:
@@ -23,26 +32,30 @@ class Reads:
         names, rows = self._tuples(sql, args)
         return [dict(zip(names, r)) for r in rows]
 
-    def samples(self, pci: str, since: float, until: float, limit: int,
-                exclusive: bool = False) -> list[dict[str, Any]]:
-        """The newest `limit` samples of the window, oldest first: raw rows, then 1-minute rows
-        for the part of the window older than the raw ones. Each is a range of the VF's rows."""
+    def sample_rows(self, pci: str, since: float, until: float, limit: int,
+                    exclusive: bool = False) -> list[tuple[Any, ...]]:
+        """samples() as SQLite gives them: tuples of SAMPLE_NAMES' values in that order (fresh
+        an int), oldest first. A page encodes these without a dict per row (store/pages.py)."""
         op = "<" if exclusive else "<="
         vf = "(SELECT id FROM targets WHERE name = ?)"
-        rows = self._rows(
+        _, rows = self._tuples(
             f"SELECT {SAMPLE_COLUMNS} FROM samples WHERE vf = {vf} AND t >= ? AND t {op} ? ORDER BY t DESC LIMIT ?",
             (pci, since, until, limit),
         )
         if len(rows) < limit:
-            older = rows[-1]["t"] if rows else until
-            rolled = self._rows(
+            older = rows[-1][0] if rows else until
+            _, rolled = self._tuples(
                 f"SELECT {SAMPLE_COLUMNS} FROM samples_1m WHERE vf = {vf} AND t >= ?"
                 f" AND t {'<' if exclusive and not rows else '<='} ?"
                 " ORDER BY t DESC LIMIT ?", (pci, since, older, limit - len(rows)))
             rows.extend(rolled)
-        for r in rows:
-            r["fresh"] = bool(r["fresh"])
         return rows[::-1]
+
+    def samples(self, pci: str, since: float, until: float, limit: int,
+                exclusive: bool = False) -> list[dict[str, Any]]:
+        """The newest `limit` samples of the window, oldest first: raw rows, then 1-minute rows
+        for the part of the window older than the raw ones. Each is a range of the VF's rows."""
+        return [sample_dict(r) for r in self.sample_rows(pci, since, until, limit, exclusive)]
 
     def history_page(self, pci: str, since: float, until: float, limit: int,
                      exclusive: bool = False) -> tuple[list[dict[str, Any]], list[dict[str, Any]], float | None]:
@@ -50,9 +63,15 @@ class Reads:
         of the time those samples span (at most `limit`), each oldest first, and the time the next
         page starts below (None on the last page). Paging on by that time gives every sample and
         every decision once."""
-        samples = self.samples(pci, since, until, limit, exclusive)
+        rows, decisions, older = self.history_page_rows(pci, since, until, limit, exclusive)
+        return [sample_dict(r) for r in rows], decisions, older
+
+    def history_page_rows(self, pci: str, since: float, until: float, limit: int, exclusive: bool = False,
+                          ) -> tuple[list[tuple[Any, ...]], list[dict[str, Any]], float | None]:
+        """history_page() with the samples as sample_rows() gives them."""
+        samples = self.sample_rows(pci, since, until, limit, exclusive)
         more = len(samples) == limit
-        start = samples[0]["t"] if more else since
+        start = samples[0][0] if more else since
         decisions = self.decisions(pci, start, until, limit, exclusive=exclusive)
         if len(decisions) == limit:
             # More decisions than a page in the samples' span: the page ends at the oldest one
@@ -60,7 +79,7 @@ class Reads:
             oldest = decisions[0]
             if oldest["t"] > start:
                 start, more = oldest["t"], True
-                samples = [s for s in samples if s["t"] >= start]
+                samples = [s for s in samples if s[0] >= start]
             decisions = [d for d in self.decisions(pci, oldest["t"], oldest["t"], 2**31 - 1)
                          if d["id"] < oldest["id"]] + decisions
         return samples, decisions, start if more else None

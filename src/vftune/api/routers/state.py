@@ -15,7 +15,7 @@ from pydantic import TypeAdapter
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from vftune.api import models
-from vftune.api.deps import PCI_ADDRESS, AgentHandle, agent, cached_view, store
+from vftune.api.deps import PCI_ADDRESS, AgentHandle, agent, cached_view, cached_view_async, store
 from vftune.store.reads import History
 
 router = APIRouter()
@@ -25,18 +25,25 @@ router = APIRouter()
 # thread and back per request, more than the route itself.
 @router.get("/healthz", response_model=models.Health)
 async def healthz(handle: AgentHandle = Depends(agent), db: History | None = Depends(store)) -> Any:
-    view = cached_view(handle)
-    age = None if view.last_tick_wall is None else time.time() - view.last_tick_wall
+    # The API process's agent knows the ticks without a view (its heartbeat): a health check
+    # does not make the agent push views.
+    live = getattr(handle, "liveness", None)
+    if live is not None:
+        ticks, last_tick_wall, interval_s, backend = live()
+    else:
+        view = cached_view(handle)
+        ticks, last_tick_wall, interval_s, backend = view.ticks, view.last_tick_wall, view.interval_s, view.backend
+    age = None if last_tick_wall is None else time.time() - last_tick_wall
     # Stalled: no tick for three intervals of wall time (the sim may run faster, never slower).
-    stalled = age is not None and age > 3 * view.interval_s + 5
+    stalled = age is not None and age > 3 * interval_s + 5
     # Degraded: tuning and restoring go on, history is not recorded (a full disk); still 200.
     degraded = db.degraded if db is not None else None
     status = "starting" if age is None else ("stalled" if stalled else ("degraded" if degraded else "ok"))
     body = {
         "status": status,
-        "ticks": view.ticks,
+        "ticks": ticks,
         "last_tick_age_s": age,
-        "backend": view.backend,
+        "backend": backend,
         "degraded": degraded,
     }
     return JSONResponse(body, status_code=503 if stalled else 200)
@@ -44,7 +51,7 @@ async def healthz(handle: AgentHandle = Depends(agent), db: History | None = Dep
 
 @router.get("/v1/host", response_model=models.HostOut)
 async def host(handle: AgentHandle = Depends(agent)) -> Any:
-    return models.HostOut.model_validate(cached_view(handle))
+    return models.HostOut.model_validate(await cached_view_async(handle))
 
 
 _VF_LIST = TypeAdapter(list[models.VfOut])
@@ -108,7 +115,7 @@ async def vf_detail(
     vf: str = Path(pattern=PCI_ADDRESS, description="VF PCI address, 0000:03:10.0"),
     handle: AgentHandle = Depends(agent),
 ) -> Any:
-    found = cached_view(handle).vf(vf.lower())
+    found = (await cached_view_async(handle)).vf(vf.lower())
     if found is None:
         raise StarletteHTTPException(404, f"no VF {vf} on this host")
     return models.VfDetail.model_validate(found)

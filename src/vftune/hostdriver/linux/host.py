@@ -58,6 +58,7 @@ from vftune.model import (
     VfCounters,
     VfDrops,
     VfInfo,
+    make_vf_counters,
 )
 from vftune.store.journal import Journal, JournalEntry, JournalError, TargetAbsent, TargetGone
 
@@ -466,7 +467,7 @@ class LinuxHost(HostDriver):
         macs_changed = False
         always_fresh = {n: d.patched_itr or n in refreshed for n, d in sysfs.pf_devices.items()}
         vfio = interrupts.vfio_by_pci if interrupts is not None else {}
-        update, known_macs = health.update, self._macs
+        update, known_macs, make_counters = health.update, self._macs, make_vf_counters
         for pci, vf in sysfs.vf_devices.items():
             pf_link = links.get(vf.pf)
             if pf_link is None:
@@ -482,8 +483,8 @@ class LinuxHost(HostDriver):
                     irqs = interrupts.for_vf(pci, vf.msi_irqs)
             h = update(pci, t, stat.rx_packets + stat.tx_packets, irqs, always_fresh[vf.pf])
             mac = stat.mac
-            vfs[pci] = VfCounters(stat.rx_packets, stat.rx_bytes, stat.tx_packets, stat.tx_bytes, irqs,
-                                  h.counters_time, h.stale, h.interrupts_frozen, mac)
+            vfs[pci] = make_counters((stat.rx_packets, stat.rx_bytes, stat.tx_packets, stat.tx_bytes, irqs,
+                                      h.counters_time, h.stale, h.interrupts_frozen, mac))
             if mac and known_macs.get(pci) != mac:
                 known_macs[pci] = mac
                 macs_changed = True
