@@ -16,6 +16,7 @@ Per VF:
         class returns) and the new class is recalled, resumed or searched; seen in a probe's
         window, or in any window-long slice of the adaptive ITR's longer one
     holding --(N interrupts | M seconds)--> warm restart (bracket around the held rate)
+    recall of a setting M seconds old --> warm restart around it (a hold in short visits)
     holding --(another class for a window | the rate moved for long)--> recall or search
 
 Every search measures the guest's adaptive ITR first when it starts from it (cold): the result
