@@ -20,8 +20,8 @@ import statistics
 import sys
 from dataclasses import dataclass, field
 
-import vftune.agent.tuner as tuner
-import vftune.agent.window as window
+import vftune.control.tuner as tuner
+import vftune.control.window as window
 import vftune.sim.engine as engine
 from vftune.bench import harness
 from vftune.model import VfSample

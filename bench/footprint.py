@@ -250,16 +250,16 @@ def _push_view(agent: Agent) -> bytes:
 
 
 # The tuner's own code (a profile's top functions from these files are printed for its owner).
-TUNER_FILES = tuple(f"agent/{name}.py" for name in (
-    "tuner", "itr_search", "objective", "memory", "change", "window", "port", "restart", "causes", "siblings",
-    "value", "policy")) + ("vftune/itr.py",)
+TUNER_FILES = tuple(f"control/{name}.py" for name in (
+    "tuner", "itr_search", "objective", "memory", "change", "window", "port", "restart", "causes",
+    "policy")) + ("agent/value.py", "vftune/itr.py")
 # Called from Agent.tick, by what they are: the rest of the tick (its own lines and helpers) is "loop".
 SAMPLE = (("linux/host.py", "snapshot"), ("agent/sampling.py", "derive"))
 WRITES = (("agent/loop.py", "_apply_itr"), ("agent/loop.py", "_apply_mode"), ("agent/loop.py", "_keep_warm"),
           ("agent/loop.py", "_collect"), ("agent/loop.py", "refresh_inventory"))
 RECORD = (("agent/recording.py", "add"), ("agent/recording.py", "take"), ("agent/recording.py", "due"),
           ("store/db.py", "record_tick"), ("store/db.py", "record_decisions"), ("store/db.py", "maintain"))
-POLICY_CALLS = ("step", "state", "measured_window")  # a VF policy's, from the tick (PF controllers': agent/mode.py)
+POLICY_CALLS = ("step", "state", "measured_window")  # a VF policy's, from the tick (PF controllers': control/mode.py)
 
 
 def _tick_parts(stats: pstats.Stats) -> dict[str, float]:
@@ -280,7 +280,7 @@ def _tick_parts(stats: pstats.Stats) -> dict[str, float]:
             parts["writes"] += ct
         elif any(f.endswith(e) and fn == n for e, n in RECORD):
             parts["record"] += ct
-        elif fn in POLICY_CALLS and f.endswith("agent/mode.py"):
+        elif fn in POLICY_CALLS and f.endswith("control/mode.py"):
             parts["pf"] += ct
         elif fn in POLICY_CALLS and not f.endswith("agent/loop.py"):
             parts["tuner"] += ct

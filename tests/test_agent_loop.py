@@ -6,7 +6,7 @@ import pytest
 
 from vftune.agent.loop import Agent, AgentConfig
 from vftune.agent.policies import PolicyError, pf_controller, vf_policy
-from vftune.agent.policy import VfPolicy
+from vftune.control.policy import VfPolicy
 from vftune.itr import quantize_itr
 from vftune.model import ItrDecision, VfSample
 from vftune.sim.host import SimHost

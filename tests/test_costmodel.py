@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from vftune.agent.costmodel import cliff_inputs, fit, row
-from vftune.agent.hybrid import cliff_rate
+from vftune.control.hybrid import cliff_rate
 
 
 def synthetic_rows(n: int, seed: int, noise: float, coeffs=(0.13, 0.37, 1.43)):

@@ -7,8 +7,8 @@ import random
 
 import pytest
 
-from vftune.agent.hybrid import HybridSwitch, PacketRateEstimator, cliff_rate
-from vftune.agent.mode import HybridModeController, ModeOptions
+from vftune.control.hybrid import HybridSwitch, PacketRateEstimator, cliff_rate
+from vftune.control.mode import HybridModeController, ModeOptions
 from vftune.model import Capabilities, PfSample
 
 

@@ -7,8 +7,8 @@ import random
 
 import pytest
 
-from vftune.agent.itr_search import ItrSearch, SearchConfig
 from vftune.bench.peers.paper import PaperSearch
+from vftune.control.itr_search import ItrSearch, SearchConfig
 from vftune.itr import ITR_MAX_RATE, ITR_MIN_RATE, quantize_itr
 
 

@@ -13,7 +13,7 @@ import hosttree
 from linux_host import FetchingVfs, ManualClock, host_files, make_host
 
 from vftune.agent.loop import Agent, AgentConfig
-from vftune.agent.policy import FixedItr, PfController
+from vftune.control.policy import FixedItr, PfController
 from vftune.model import (
     Capabilities,
     ModeDecision,

@@ -16,7 +16,7 @@ sys.path.insert(0, str(Path(__file__).parent / "fixtures"))
 from linux_host import FetchingVfs, ManualClock, host_files, make_host
 
 from vftune.agent.loop import MAX_FAILED_TICKS, Agent, AgentConfig
-from vftune.agent.policy import FixedItr, PfController
+from vftune.control.policy import FixedItr, PfController
 from vftune.hostdriver.base import HostDriver
 from vftune.model import ModeDecision, PfSample
 from vftune.sim.host import SimHost

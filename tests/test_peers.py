@@ -7,8 +7,6 @@ from typing import NamedTuple
 
 import pytest
 
-from vftune.agent.itr_search import ItrSearch
-from vftune.agent.policy import FixedItr, Observe
 from vftune.bench import run
 from vftune.bench.peers.bayesopt import BayesOptPolicy, BayesSearch, GaussianProcess
 from vftune.bench.peers.net_dim import (
@@ -23,6 +21,8 @@ from vftune.bench.peers.net_dim import (
 )
 from vftune.bench.peers.paper import PaperSearch
 from vftune.bench.registry import FRONTIER, GUEST, HOST, ORACLE, POLICIES, TUNERS, host_factory
+from vftune.control.itr_search import ItrSearch
+from vftune.control.policy import FixedItr, Observe
 from vftune.itr import ITR_MAX_RATE, ITR_MIN_RATE
 from vftune.model import Capabilities, VfSample
 

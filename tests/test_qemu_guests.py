@@ -122,7 +122,7 @@ def test_the_agent_tunes_vfs_of_qemu_process_guests_and_hands_back_those_whose_q
     from linux_host import FetchingVfs, ManualClock, fixture_replies, make_tree
 
     from vftune.agent.loop import Agent, AgentConfig
-    from vftune.agent.policy import FixedItr, Observe, StockMode
+    from vftune.control.policy import FixedItr, Observe, StockMode
     from vftune.hostdriver.linux.host import LinuxHost
     from vftune.hostdriver.linux.netlink_vfstats import ReplaySource
     from vftune.store.db import Store

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from vftune.agent.objective import Goal, Objective
+from vftune.control.objective import Goal, Objective
 from vftune.testbed.adapter import (
     NO_DEFERRAL_CODE,
     KnobSearch,

@@ -14,8 +14,8 @@ from dataclasses import dataclass, field, replace
 
 import pytest
 
-from vftune.agent.objective import Goal, Objective
-from vftune.agent.tuner import Phase, SearchTuner, TunerOptions, WindowMeter
+from vftune.control.objective import Goal, Objective
+from vftune.control.tuner import Phase, SearchTuner, TunerOptions, WindowMeter
 from vftune.itr import quantize_itr
 from vftune.model import Capabilities, ItrDecision, VfSample
 
@@ -551,7 +551,7 @@ def test_a_switch_to_jumbo_frames_is_a_new_load_searched_at_once():
 
 
 def test_a_class_another_vf_of_the_host_learned_is_recalled_first():
-    from vftune.agent.memory import HostProfiles
+    from vftune.control.memory import HostProfiles
 
     shared = HostProfiles()
     first = SyntheticVf(curve(48_000))

@@ -12,10 +12,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from vftune.agent.causes import Cause, TunerEvent
-from vftune.agent.change import ChangeDetector
-from vftune.agent.itr_search import ItrSearch, SearchConfig
-from vftune.agent.memory import (
+from vftune.control.causes import Cause, TunerEvent
+from vftune.control.change import ChangeDetector
+from vftune.control.itr_search import ItrSearch, SearchConfig
+from vftune.control.memory import (
     ClassMemory,
     HostProfiles,
     Profile,
@@ -23,10 +23,10 @@ from vftune.agent.memory import (
     WorkloadClass,
     classify,
 )
-from vftune.agent.objective import Goal, Objective
-from vftune.agent.port import PortJudge
-from vftune.agent.restart import RestartClock
-from vftune.agent.window import MedianPool, Window, WindowMeter, joined, median_window, starved
+from vftune.control.objective import Goal, Objective
+from vftune.control.port import PortJudge
+from vftune.control.restart import RestartClock
+from vftune.control.window import MedianPool, Window, WindowMeter, joined, median_window, starved
 from vftune.itr import ITR_MAX_RATE, ITR_MIN_RATE
 from vftune.model import VfSample
 
@@ -438,8 +438,8 @@ def test_an_operators_margin_buys_a_cheaper_rate(objective, margin, chosen):
 
 def test_the_factory_gives_each_vf_its_objective_and_one_shared_memory():
     from vftune.agent.policies import PolicyError, SearchFactory, make_vf_policy, vf_policy
-    from vftune.agent.policy import VfGoal
-    from vftune.agent.tuner import SearchTuner
+    from vftune.control.policy import VfGoal
+    from vftune.control.tuner import SearchTuner
     from vftune.model import Capabilities
 
     caps = Capabilities(backend="test", vf_itr=True)
@@ -497,7 +497,7 @@ def test_an_agents_memory_seeds_another_hosts_agent():
 
 
 def test_a_tuner_option_bound_applies_where_the_goal_gives_none():
-    from vftune.agent.tuner import SearchTuner, TunerOptions
+    from vftune.control.tuner import SearchTuner, TunerOptions
     from vftune.model import Capabilities
 
     caps = Capabilities(backend="test", vf_itr=True)

@@ -9,7 +9,7 @@ import math
 import pytest
 
 from vftune.agent.value import PAIR_S, ValueMeter, summarize
-from vftune.agent.window import Window
+from vftune.control.window import Window
 from vftune.model import VfView, VsAdaptive
 
 

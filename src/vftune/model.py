@@ -258,7 +258,7 @@ class PfSample:
 class ItrDecision:
     itr: int  # interrupts/s; 0 = hand back to the VF's adaptive ITR
     reason: str  # rendered for operators; a tuner's starts with its cause
-    cause: str | None = None  # the policy's cause (vftune.agent.causes.Cause value), when it has one
+    cause: str | None = None  # the policy's cause (vftune.control.causes.Cause value), when it has one
 
 
 @dataclass(frozen=True)

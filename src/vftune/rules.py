@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from vftune.config import RunConfig
+from vftune.control.objective import MARGIN_RANGE
 from vftune.itr import ITR_MAX_RATE, ITR_MIN_RATE
 from vftune.textfile import read_bounded
 
@@ -48,8 +49,6 @@ MARGIN_OBJECTIVES = ("balanced", "throughput", "efficiency")  # latency has no m
 MATCH_KEYS = ("pf", "vf", "guest", "uuid")
 API_SOURCE = "api"  # a rule's source when it came from PUT /v1/rules
 RULE_KEYS = ("match", "objective", "max_interval_us", "margin", "throughput_margin", "pin_itr", "exclude")
-# The share of a VF's best merit an operator gives up for fewer interrupts.
-MARGIN_RANGE = (0.0, 0.5)
 # [tuner]: what an operator may set of the tuner (docs/config.md); the rest are its constants.
 TUNER_KEYS = ("objective", "margin", "max_interval_us", "restart_s", "restart_interrupts")
 RESTART_S_RANGE = (10.0, 86_400.0)  # the periodic re-search: no more often than every 10 s

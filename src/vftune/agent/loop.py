@@ -19,9 +19,15 @@ from typing import Any, cast
 from vftune.agent.backoff import WriteBackoff
 from vftune.agent.costmodel import cliff_inputs
 from vftune.agent.costs import CostTracker
-from vftune.agent.hybrid import cliff_rate
-from vftune.agent.memory import HostProfiles, ProfilesRecord
-from vftune.agent.policy import (
+from vftune.agent.pollmode import CAUSE as POLL_MODE_CAUSE
+from vftune.agent.pollmode import REASON as POLL_MODE_REASON
+from vftune.agent.pollmode import PollModeWatch
+from vftune.agent.recording import SampleRecorder
+from vftune.agent.sampling import RateDeriver
+from vftune.agent.value import MeasuresWindows, ValueMeter, summarize
+from vftune.control.hybrid import cliff_rate
+from vftune.control.memory import HostProfiles, ProfilesRecord
+from vftune.control.policy import (
     DEFAULT_GOAL,
     Excluded,
     FixedItr,
@@ -32,12 +38,6 @@ from vftune.agent.policy import (
     VfPolicy,
     VfPolicyFactory,
 )
-from vftune.agent.pollmode import CAUSE as POLL_MODE_CAUSE
-from vftune.agent.pollmode import REASON as POLL_MODE_REASON
-from vftune.agent.pollmode import PollModeWatch
-from vftune.agent.recording import SampleRecorder
-from vftune.agent.sampling import RateDeriver
-from vftune.agent.value import MeasuresWindows, ValueMeter, summarize
 from vftune.hostdriver.base import HostDriver, HostError
 from vftune.itr import same_itr, usecs_to_itr
 from vftune.model import (

@@ -12,10 +12,10 @@ import math
 from collections.abc import Callable, Mapping
 from typing import TypeVar
 
-from vftune.agent.memory import HostProfiles
-from vftune.agent.mode import HybridModeController, ModeOptions
-from vftune.agent.objective import Goal, Objective
-from vftune.agent.policy import (
+from vftune.control.memory import HostProfiles
+from vftune.control.mode import HybridModeController, ModeOptions
+from vftune.control.objective import Goal, Objective
+from vftune.control.policy import (
     DEFAULT_GOAL,
     FixedItr,
     GoalPolicyFactory,
@@ -25,7 +25,7 @@ from vftune.agent.policy import (
     VfGoal,
     VfPolicy,
 )
-from vftune.agent.tuner import SearchTuner, TunerOptions
+from vftune.control.tuner import SearchTuner, TunerOptions
 from vftune.model import Capabilities
 
 Made = TypeVar("Made")

@@ -17,9 +17,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
-from vftune.agent.memory import classify
-from vftune.agent.tuner import TunerOptions
-from vftune.agent.window import Window
+from vftune.control.memory import classify
+from vftune.control.tuner import TunerOptions
+from vftune.control.window import Window
 from vftune.model import HostVsAdaptive, MeritKind, VfView, VsAdaptive
 
 SMOOTHING = 0.25  # a new window's weight in the running adaptive figure

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from vftune.agent.tuner import TunerOptions
+from vftune.control.tuner import TunerOptions
 
 ABLATED_TUNER = "vftune-without"
 NEVER = 10**9  # a count or ratio no load reaches

@@ -21,7 +21,6 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from vftune.agent.loop import Agent, AgentConfig
-from vftune.agent.policy import StockMode, VfPolicy, VfPolicyFactory
 from vftune.bench import random_hosts
 from vftune.bench.frontier import frontier, give_way_plans
 from vftune.bench.groundtruth import GUEST_STEP_S, MeasuredSim
@@ -51,6 +50,7 @@ from vftune.bench.scores import (
     settle,
     tuner_figures,
 )
+from vftune.control.policy import StockMode, VfPolicy, VfPolicyFactory
 from vftune.lifetime import end_with_parent
 from vftune.model import Capabilities
 from vftune.sim.host import DEFAULT_STEP_S, SimHost

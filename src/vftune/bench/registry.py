@@ -19,13 +19,13 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from vftune.agent.objective import Goal
 from vftune.agent.policies import SearchFactory
-from vftune.agent.policy import FixedItr, Observe, VfGoal, VfPolicyFactory
 from vftune.bench import ablation
 from vftune.bench.peers.bayesopt import BayesOptPolicy
 from vftune.bench.peers.net_dim import GuestNetDim
 from vftune.bench.peers.paper import PaperPolicy
+from vftune.control.objective import Goal
+from vftune.control.policy import FixedItr, Observe, VfGoal, VfPolicyFactory
 from vftune.itr import MAX_RX_USECS
 
 ORACLE = "oracle"

@@ -53,13 +53,13 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from vftune.agent.causes import Cause
-from vftune.agent.policy import VfPolicy
-from vftune.agent.tuner import SearchTuner
 from vftune.bench.groundtruth import Tally
 from vftune.bench.oracle import EFFICIENCY_MARGIN, PEER_RATES, OraclePlan, geomean
 from vftune.bench.random_hosts import FAMILIES, family
 from vftune.bench.registry import FIXED, FRONTIER, ORACLE
+from vftune.control.causes import Cause
+from vftune.control.policy import VfPolicy
+from vftune.control.tuner import SearchTuner
 from vftune.model import ItrDecision, VfSample
 
 IDLE_BPS = 1e6  # below this average a VF is idle in a phase

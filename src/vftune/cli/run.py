@@ -462,7 +462,7 @@ def with_tuner_settings(factory: Any, tuner: Any) -> Any:
     """The search factory with [tuner]'s periodic re-search (the other keys reach each VF through
     its rule); any other policy as it is."""
     from vftune.agent.policies import SearchFactory
-    from vftune.agent.tuner import TunerOptions
+    from vftune.control.tuner import TunerOptions
 
     if not isinstance(factory, SearchFactory):
         return factory

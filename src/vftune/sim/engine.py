@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from vftune.agent.hybrid import EPSILON, HybridSwitch
+from vftune.control.hybrid import EPSILON, HybridSwitch
 from vftune.itr import ITR_MAX_RATE, frame_bytes, wire_bytes
 from vftune.sim.adaptive import AdaptiveItr
 from vftune.sim.model import VfInput, VfRates, platform_for, share_port

@@ -20,7 +20,7 @@ from __future__ import annotations
 import threading
 import time
 
-from vftune.agent.hybrid import NAPI_BUDGET
+from vftune.control.hybrid import NAPI_BUDGET
 from vftune.hostdriver.base import HostDriver, drops_scope
 from vftune.itr import MAX_VFS_PER_PF, PF_DEVICE_ID_SFP
 from vftune.model import (

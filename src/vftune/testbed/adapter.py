@@ -28,10 +28,10 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-from vftune.agent import itr_search
-from vftune.agent.itr_search import ItrSearch
-from vftune.agent.objective import Goal, Objective
-from vftune.agent.tuner import TunerOptions
+from vftune.control import itr_search
+from vftune.control.itr_search import ItrSearch
+from vftune.control.objective import Goal, Objective
+from vftune.control.tuner import TunerOptions
 from vftune.testbed.knob import NO_DEFERRAL, Knob
 from vftune.testbed.objective import Constrained, cpu_per_bit, make_objective, parse_objective
 

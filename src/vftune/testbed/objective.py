@@ -40,7 +40,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from vftune.agent.objective import Objective
+from vftune.control.objective import Objective
 
 OBJECTIVES = (Objective.EFFICIENCY, Objective.LATENCY)
 INFEASIBLE_SCALE = 1e-3  # an infeasible setting's throughput is at most this share of a feasible one's

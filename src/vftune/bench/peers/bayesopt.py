@@ -24,8 +24,8 @@ import math
 
 import numpy as np
 
-from vftune.agent.policy import VfPolicy
-from vftune.agent.tuner import WindowMeter
+from vftune.control.policy import VfPolicy
+from vftune.control.tuner import WindowMeter
 from vftune.itr import same_itr
 from vftune.model import Capabilities, ItrDecision, VfSample
 from vftune.sim.nic import I82599, NicProfile, profile_for_range

@@ -11,8 +11,8 @@ counts accumulated since the previous refresh, so stale per-VF counters do not f
 
 from __future__ import annotations
 
-from vftune.agent.policy import VfPolicy
-from vftune.agent.tuner import WindowMeter
+from vftune.control.policy import VfPolicy
+from vftune.control.tuner import WindowMeter
 from vftune.itr import quantize_itr, same_itr
 from vftune.model import Capabilities, ItrDecision, VfSample
 

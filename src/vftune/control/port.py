@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass
 
-from vftune.agent.window import EPS, Window
+from vftune.control.window import EPS, Window
 
 
 @dataclass(frozen=True)

@@ -24,8 +24,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
-from vftune.agent.memory import WorkloadClass, classify
-from vftune.agent.window import EPS, MedianPool, Window, median_window, starved
+from vftune.control.memory import WorkloadClass, classify
+from vftune.control.window import EPS, MedianPool, Window, median_window, starved
 
 ChangeKind = Literal["idle", "starved", "class", "rate", "reference"]
 POOL_WINDOWS = 512  # the hold's level: the median of at most this many of its latest windows

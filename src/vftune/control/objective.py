@@ -31,15 +31,15 @@ import math
 from dataclasses import dataclass, replace
 from enum import StrEnum
 
-from vftune.agent.itr_search import SearchConfig
+from vftune.control.itr_search import SearchConfig
 from vftune.itr import MAX_RX_USECS
-from vftune.rules import MARGIN_RANGE
 
 CPU_WORTH = 1.0  # throughput: a gain must be at least the rise in CPU per Gb
 BALANCED_MARGIN = 0.03  # balanced (the default): the lowest rate within 3% of the VF's best
 EFFICIENCY_MARGIN = 0.10  # efficiency: merit within 10% of the best
 EFFICIENCY_CPU_WORTH = math.inf  # efficiency: never more CPU per Gb than the adaptive ITR
 LATENCY_MAX_INTERVAL_US = 100.0
+MARGIN_RANGE = (0.0, 0.5)  # a rule's margin: a share of the VF's best merit given up
 
 
 class Objective(StrEnum):

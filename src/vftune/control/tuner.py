@@ -33,15 +33,15 @@ import math
 from dataclasses import dataclass, field, fields, replace
 from enum import StrEnum
 
-from vftune.agent.causes import Cause, TunerEvent
-from vftune.agent.change import Change, ChangeDetector, same_shape
-from vftune.agent.itr_search import ItrSearch, SearchConfig, bracket_from_capabilities
-from vftune.agent.memory import ClassMemory, HostProfiles, Profile, WorkloadClass, classify
-from vftune.agent.objective import Goal
-from vftune.agent.policy import VfPolicy
-from vftune.agent.port import PortJudge
-from vftune.agent.restart import RestartClock
-from vftune.agent.window import Window, WindowMeter, joined, starved
+from vftune.control.causes import Cause, TunerEvent
+from vftune.control.change import Change, ChangeDetector, same_shape
+from vftune.control.itr_search import ItrSearch, SearchConfig, bracket_from_capabilities
+from vftune.control.memory import ClassMemory, HostProfiles, Profile, WorkloadClass, classify
+from vftune.control.objective import Goal
+from vftune.control.policy import VfPolicy
+from vftune.control.port import PortJudge
+from vftune.control.restart import RestartClock
+from vftune.control.window import Window, WindowMeter, joined, starved
 from vftune.itr import quantize_itr, same_itr
 from vftune.model import Capabilities, ItrDecision, VfSample
 

@@ -13,8 +13,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, fields
 
-from vftune.agent.hybrid import EPSILON, NAPI_BUDGET, HybridSwitch, PacketRateEstimator, cliff_rate
-from vftune.agent.policy import PfController
+from vftune.control.hybrid import EPSILON, NAPI_BUDGET, HybridSwitch, PacketRateEstimator, cliff_rate
+from vftune.control.policy import PfController
 from vftune.model import Capabilities, ModeDecision, PfSample
 
 

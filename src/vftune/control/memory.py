@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from vftune.agent.window import Window
+from vftune.control.window import Window
 
 Kind = Literal["bulk", "rr"]
 Mix = Literal["rx", "tx", "both"]
