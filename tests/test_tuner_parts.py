@@ -438,7 +438,7 @@ def test_an_operators_margin_buys_a_cheaper_rate(objective, margin, chosen):
 
 def test_the_factory_gives_each_vf_its_objective_and_one_shared_memory():
     from vftune.agent.policies import PolicyError, SearchFactory, make_vf_policy, vf_policy
-    from vftune.control.policy import VfGoal
+    from vftune.control.objective import Goal
     from vftune.control.tuner import SearchTuner
     from vftune.model import Capabilities
 
@@ -446,7 +446,7 @@ def test_the_factory_gives_each_vf_its_objective_and_one_shared_memory():
     factory = vf_policy("search")
     assert isinstance(factory, SearchFactory)
     plain = factory(PCI, caps)
-    latency = factory("0000:03:10.2", caps, VfGoal("latency", 30))
+    latency = factory("0000:03:10.2", caps, Goal.of("latency", 30))
     assert isinstance(plain, SearchTuner) and isinstance(latency, SearchTuner)
     assert plain.state()["objective"] == "balanced"
     assert latency.state()["objective"] == "latency" and latency.state()["max_interval_us"] == 30
@@ -456,8 +456,8 @@ def test_the_factory_gives_each_vf_its_objective_and_one_shared_memory():
     assert isinstance(made, SearchTuner) and made.state()["objective"] == "efficiency"
     with pytest.raises(PolicyError, match="objective 'speed'"):
         make_vf_policy("search", PCI, caps, "speed")
-    with pytest.raises(PolicyError, match="max_interval_us"):
-        factory(PCI, caps, VfGoal("throughput", 5000))
+    with pytest.raises(ValueError, match="max_interval_us"):
+        factory(PCI, caps, Goal.of("throughput", 5000))
 
 
 def test_an_agents_memory_seeds_another_hosts_agent():

@@ -27,6 +27,7 @@ from vftune.agent.sampling import RateDeriver
 from vftune.agent.value import MeasuresWindows, ValueMeter, summarize
 from vftune.control.hybrid import cliff_rate
 from vftune.control.memory import HostProfiles, ProfilesRecord
+from vftune.control.objective import Goal
 from vftune.control.policy import (
     DEFAULT_GOAL,
     Excluded,
@@ -34,7 +35,6 @@ from vftune.control.policy import (
     GoalPolicyFactory,
     PfController,
     PfControllerFactory,
-    VfGoal,
     VfPolicy,
     VfPolicyFactory,
 )
@@ -350,7 +350,7 @@ class Agent:
             return Excluded()
         if rule.pin_itr is not None:
             return FixedItr(rule.pin_itr)
-        goal = VfGoal(rule.objective, rule.max_interval_us, rule.margin)
+        goal = Goal.of(rule.objective, rule.max_interval_us, rule.margin)
         if goal == DEFAULT_GOAL:
             return self._vf_policy_factory(pci, self.caps)
         # A goal other than the default comes from a config rule; `vftune run` builds its

@@ -1,7 +1,7 @@
 """Policy specs as an operator writes them on the command line: `search`, `fixed:20000`, `observe`.
 
 Every VF factory here is a GoalPolicyFactory: called as (pci, caps) it gives the default goal
-(objective `balanced`), called as (pci, caps, VfGoal(objective, max_interval_us, margin)) it gives the
+(objective `balanced`), called as (pci, caps, Goal.of(objective, max_interval_us, margin)) it gives the
 goal of the VF's config rule. make_vf_policy() is the same in one call. The search factory holds
 one HostProfiles for all the VFs it makes: the host's workload memory (Agent.profiles()).
 """
@@ -22,7 +22,6 @@ from vftune.control.policy import (
     Observe,
     PfControllerFactory,
     StockMode,
-    VfGoal,
     VfPolicy,
 )
 from vftune.control.tuner import SearchTuner, TunerOptions
@@ -41,7 +40,7 @@ def _fixed(arg: str) -> GoalPolicyFactory:
     except ValueError:
         raise PolicyError(f"--policy fixed:{arg}: the rate must be a whole number of interrupts/s") from None
 
-    def make(pci: str, caps: Capabilities, goal: VfGoal = DEFAULT_GOAL, /) -> FixedItr:
+    def make(pci: str, caps: Capabilities, goal: Goal = DEFAULT_GOAL, /) -> FixedItr:
         if not caps.itr_min <= itr <= caps.itr_max:
             raise PolicyError(
                 f"--policy fixed:{itr}: outside this host's range {caps.itr_min}..{caps.itr_max} interrupts/s"
@@ -55,19 +54,15 @@ class SearchFactory:
     """Makes SearchTuners that share one host's workload memory, each with its VF's goal."""
 
     def __init__(self, options: TunerOptions | None = None, profiles: HostProfiles | None = None,
-                 default_goal: VfGoal = DEFAULT_GOAL) -> None:
+                 default_goal: Goal = DEFAULT_GOAL) -> None:
         self.options = options
         self.profiles = profiles or HostProfiles()
         self.default_goal = default_goal  # for VFs no config rule gives a goal
 
-    def __call__(self, pci: str, caps: Capabilities, goal: VfGoal = DEFAULT_GOAL, /) -> SearchTuner:
+    def __call__(self, pci: str, caps: Capabilities, goal: Goal = DEFAULT_GOAL, /) -> SearchTuner:
         if goal == DEFAULT_GOAL:
             goal = self.default_goal
-        try:
-            tuner_goal = Goal.of(goal.objective, goal.max_interval_us, goal.margin)
-        except ValueError as exc:
-            raise PolicyError(f"VF {pci}: {exc}") from None
-        return SearchTuner(pci, caps, self.options, goal=tuner_goal, profiles=self.profiles)
+        return SearchTuner(pci, caps, self.options, goal=goal, profiles=self.profiles)
 
 
 def _search(arg: str) -> GoalPolicyFactory:
@@ -77,7 +72,7 @@ def _search(arg: str) -> GoalPolicyFactory:
 
 
 def _observe(arg: str) -> GoalPolicyFactory:
-    def make(pci: str, caps: Capabilities, goal: VfGoal = DEFAULT_GOAL, /) -> Observe:
+    def make(pci: str, caps: Capabilities, goal: Goal = DEFAULT_GOAL, /) -> Observe:
         return Observe()
 
     return make
@@ -123,8 +118,7 @@ def make_vf_policy(spec: str, pci: str, caps: Capabilities, objective: Objective
     """One VF's policy from a spec and its config rule's objective, bound (microseconds) and
     throughput margin (efficiency)."""
     try:
-        goal = VfGoal(Objective.parse(objective).value if isinstance(objective, str) else objective.value,
-                      max_interval_us, margin)
+        goal = Goal.of(objective, max_interval_us, margin)
     except ValueError as exc:
         raise PolicyError(str(exc)) from None
     return vf_policy(spec)(pci, caps, goal)

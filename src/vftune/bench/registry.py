@@ -25,7 +25,7 @@ from vftune.bench.peers.bayesopt import BayesOptPolicy
 from vftune.bench.peers.net_dim import GuestNetDim
 from vftune.bench.peers.paper import PaperPolicy
 from vftune.control.objective import Goal
-from vftune.control.policy import FixedItr, Observe, VfGoal, VfPolicyFactory
+from vftune.control.policy import FixedItr, Observe, VfPolicyFactory
 from vftune.itr import MAX_RX_USECS
 
 ORACLE = "oracle"
@@ -69,20 +69,19 @@ LABELLED: dict[str, str] = {
 NO_MARGIN_TUNER = "vftune-latency"
 
 
-def tuner_goal(policy: str) -> VfGoal | None:
+def tuner_goal(policy: str) -> Goal | None:
     """The goal a vftune policy name gives (None: not a vftune policy); ValueError names a bad margin."""
     name, colon, arg = policy.partition(":")
     if name not in TUNERS:
         return None
     if not colon:
-        return VfGoal(TUNERS[name])
+        return Goal.of(TUNERS[name])
     if name == NO_MARGIN_TUNER:
         raise ValueError(f"policy {policy!r}: {NO_MARGIN_TUNER} takes no margin (vftune:0.05 does)")
     try:
-        goal = Goal.of(TUNERS[name], None, float(arg))
+        return Goal.of(TUNERS[name], None, float(arg))
     except ValueError as exc:
         raise ValueError(f"policy {policy!r}: {exc}") from None
-    return VfGoal(goal.objective.value, None, goal.margin)
 
 
 def frontier_delay_us(policy: str) -> float | None:
@@ -128,7 +127,7 @@ def host_factory(policy: str) -> VfPolicyFactory:
         return SearchFactory(default_goal=goal)
     ablated = ablation.options(policy)
     if ablated is not None:
-        return SearchFactory(options=ablated, default_goal=VfGoal(TUNERS["vftune"]))
+        return SearchFactory(options=ablated, default_goal=Goal.of(TUNERS["vftune"]))
     if policy not in HOST:
         check_policy(policy)
     return HOST[policy]

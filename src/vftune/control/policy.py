@@ -7,9 +7,9 @@ decision or None. No clock, no I/O; the agent applies what they decide and recor
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Protocol
 
+from vftune.control.objective import Goal
 from vftune.itr import quantize_itr, same_itr
 from vftune.model import Capabilities, ItrDecision, ModeDecision, PfSample, VfSample
 
@@ -56,23 +56,13 @@ VfPolicyFactory = Callable[[str, Capabilities], VfPolicy]
 PfControllerFactory = Callable[[str, Capabilities], PfController]
 
 
-@dataclass(frozen=True)
-class VfGoal:
-    """What an operator asked for one VF (a config rule): the objective, and the longest
-    interval between interrupts the VF may get (microseconds; None = the policy's own limit)."""
-
-    objective: str = "balanced"  # "balanced" | "throughput" | "efficiency" | "latency"
-    max_interval_us: float | None = None
-    margin: float | None = None  # efficiency: the share of the best given up for CPU
-
-
-DEFAULT_GOAL = VfGoal()
+DEFAULT_GOAL = Goal()  # what a VF no config rule names is tuned for
 
 
 class GoalPolicyFactory(Protocol):
     """A VfPolicyFactory that also takes the VF's goal: vftune.agent.policies' factories."""
 
-    def __call__(self, pci: str, caps: Capabilities, goal: VfGoal = DEFAULT_GOAL, /) -> VfPolicy: ...
+    def __call__(self, pci: str, caps: Capabilities, goal: Goal = DEFAULT_GOAL, /) -> VfPolicy: ...
 
 
 class FixedItr(VfPolicy):
