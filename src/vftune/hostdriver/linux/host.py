@@ -40,7 +40,7 @@ from vftune.hostdriver.linux.guest_wiring import (
     guest_original,
 )
 from vftune.hostdriver.linux.libvirt_guests import GuestDirectory, GuestView, import_libvirt
-from vftune.hostdriver.linux.netlink_vfstats import LinkStats, VfStat, as_source, parse_link
+from vftune.hostdriver.linux.netlink_vfstats import LinkMemo, LinkStats, as_source, parse_link
 from vftune.hostdriver.linux.proc_interrupts import InterruptCounts, InterruptsMemo, parse_interrupts
 from vftune.hostdriver.linux.qemu_guests import GUEST_AGENT_PORT, QemuScan, scan_processes
 from vftune.hostdriver.linux.sysfs_inventory import PfDevice, SysfsScan, scan
@@ -159,8 +159,8 @@ class LinuxHost(HostDriver):
         self._journal.register(KIND_GUEST_AGENT, self._restore_guest_agent_entry)
         self._vf_infos: tuple[VfInfo, ...] = ()
         self._vf_index_of: tuple[tuple[VfInfo, ...], dict[str, VfInfo], dict[str, int]] | None = None
-        # Per PF: its last reply's IFLA_VF_INFO payloads, parsed (netlink_vfstats.vfinfo_from_buffer).
-        self._vfinfo_memo: dict[str, dict[bytes, tuple[int, VfStat] | None]] = {}
+        # Per PF: its last reply's IFLA_VF_INFO payloads, parsed, and its shape (netlink_vfstats.LinkMemo).
+        self._vfinfo_memo: dict[str, LinkMemo] = {}
         self._irq_memo = InterruptsMemo()  # /proc/interrupts rows as the last read parsed them
 
     def _agent_transport(self, sockets: str | os.PathLike[str] | None
@@ -456,7 +456,7 @@ class LinuxHost(HostDriver):
             try:
                 memo = self._vfinfo_memo.get(name)
                 if memo is None:
-                    memo = self._vfinfo_memo[name] = {}
+                    memo = self._vfinfo_memo[name] = LinkMemo()
                 link = links[name] = parse_link(self._source.link_reply(name), name, memo)
             except HostError as exc:
                 errors.append(str(exc))

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import struct
+import types
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, cast
@@ -338,19 +339,133 @@ def link_messages(reply: Reply, ifname: str) -> list[ifinfmsg]:
     return decode_reply(reply, ifname) if isinstance(reply, (bytes, bytearray, memoryview)) else list(reply)
 
 
-def parse_link(reply: Reply, ifname: str, memo: dict[bytes, tuple[int, VfStat] | None] | None = None) -> LinkStats:
+# The top level of an RTM_NEWLINK as the fast path reads it (LinkMemo): attribute ids from pyroute2's table.
+_LINK = _ids(ifinfmsg.nla_map)
+IFLA_IFNAME, IFLA_STATS64, IFLA_VFINFO_LIST = _LINK["IFLA_IFNAME"], _LINK["IFLA_STATS64"], _LINK["IFLA_VFINFO_LIST"]
+# Attributes whose payload pyroute2 reads while it splits a message into attributes (their class
+# is chosen by a function of the payload), and the one _parse_link decodes to pick the message:
+# their bytes are part of a reply's shape. Every other payload is left to a later decode, which
+# _parse_link asks only of IFLA_STATS64 (read here at the offsets of pyroute2's ifstats64).
+_READ_AT_SPLIT = frozenset(
+    [IFLA_IFNAME] + [_LINK[name] for name, kind in ifinfmsg.nla_map if isinstance(kind, str) and
+                     isinstance(getattr(ifinfmsg, kind, None), types.FunctionType)])
+_IFINFO_END = _NLMSGHDR.size + 16  # nlmsghdr + struct ifinfomsg: the attributes start here
+_S64 = [name for name, _fmt in ifinfmsg.ifstats64.fields]
+assert all(fmt == "Q" for _name, fmt in ifinfmsg.ifstats64.fields), "ifstats64 is not all u64"
+_S64_AT = tuple(8 * _S64.index(name) for name in ("rx_packets", "rx_bytes", "tx_packets", "tx_bytes"))
+_S64_MIN = 8 * 4  # the four counters read fit in a payload this long (else: the slow path every time)
+_NO_SPAN = (-1, -1)
+
+
+class LinkMemo:
+    """Kept by the caller between one link's replies: the last reply's IFLA_VF_INFO payloads
+    (vfinfo_from_buffer's memo) and its shape (its bytes but for the sequence number, the port
+    id and every attribute payload pyroute2 leaves undecoded), with where that reply's link had
+    its counters. A reply of the shape last parsed in full is read without pyroute2: the same
+    bytes at the same places decode the same, and only the counters' payloads differ."""
+
+    __slots__ = ("vfinfo", "shape", "where")
+
+    def __init__(self) -> None:
+        self.vfinfo: dict[bytes, tuple[int, VfStat] | None] = {}
+        self.shape: bytes | None = None
+        # The link's message (start, end), its IFLA_STATS64 payload (start, length; -1: absent) and
+        # IFLA_VFINFO_LIST payload (start, end in the message, as pyroute2 and its errors count; -1: absent).
+        self.where: tuple[int, int, int, int, int, int] = (-1, -1, -1, -1, -1, -1)
+
+
+def _shape(buf: bytes) -> tuple[bytes, list[tuple[int, int, int, int, int, int]]] | None:
+    """A reply's shape and, per RTM_NEWLINK in order, LinkMemo.where: the message's span, its
+    first IFLA_STATS64 (payload start, length) and first IFLA_VFINFO_LIST (payload start, end
+    counted in the message), -1 when absent; None for anything
+    decode_reply or pyroute2 would meet otherwise than on a well-formed reply (an error, a
+    truncation, an attribute whose length is not its own): those go the slow way."""
+    parts: list[bytes] = []
+    links: list[tuple[int, int, int, int, int, int]] = []
+    size, at, offset = len(buf), 0, 0
+    unpack_msg, unpack_nla = _NLMSGHDR.unpack_from, _NLAHDR.unpack_from
+    while offset + _NLMSGHDR.size <= size:
+        length, msg_type, _flags, _seq, _pid = unpack_msg(buf, offset)
+        if length < _NLMSGHDR.size or offset + length > size:
+            return None
+        if msg_type == NLMSG_ERROR:
+            return None
+        # The header without its sequence number and port id (a live socket's change per request).
+        parts.append(buf[at:offset + 8])
+        at = offset + _NLMSGHDR.size
+        if msg_type == NLMSG_DONE:
+            break
+        if msg_type == RTM_NEWLINK:
+            end = offset + length
+            if length < _IFINFO_END:
+                return None
+            stats64, vflist = _NO_SPAN, _NO_SPAN
+            off = offset + _IFINFO_END
+            while off + 4 <= end:
+                alen, kind = unpack_nla(buf, off)
+                if alen < 4 or off + alen > end:
+                    return None
+                kind &= NLA_TYPE_MASK
+                if kind not in _READ_AT_SPLIT:
+                    parts.append(buf[at:off + 4])  # up to its header, which stays
+                    at = off + alen
+                    if kind == IFLA_STATS64 and stats64 is _NO_SPAN:
+                        stats64 = (off + 4, alen - 4)
+                    elif kind == IFLA_VFINFO_LIST and vflist is _NO_SPAN:
+                        vflist = (off + 4 - offset, off + alen - offset)
+                off += (alen + 3) & ~3
+            links.append((offset, end, *stats64, *vflist))
+        offset += (length + 3) & ~3
+    parts.append(buf[at:])
+    return b"".join(parts), links
+
+
+def parse_link(reply: Reply, ifname: str,
+               memo: dict[bytes, tuple[int, VfStat] | None] | LinkMemo | None = None) -> LinkStats:
     """Raises HostError naming the link and the problem; nothing else, whatever the bytes.
-    memo: kept by the caller between replies of this link (vfinfo_from_buffer)."""
+    memo: kept by the caller between replies of this link: vfinfo_from_buffer's dict, or a
+    LinkMemo, which also reads a reply of the last one's shape without pyroute2 (the same result)."""
+    if isinstance(memo, LinkMemo) and isinstance(reply, (bytes, bytearray, memoryview)):
+        data = reply if isinstance(reply, bytes) else bytes(reply)
+        if memo.shape is not None:
+            shape = _shape(data)
+            if shape is not None and shape[0] == memo.shape:
+                return _read_link(data, ifname, memo)
+        try:
+            return _parse_link(data, ifname, memo.vfinfo, memo)
+        except HostError:
+            raise
+        except Exception as exc:
+            raise HostError(f"{ifname}: malformed netlink reply ({type(exc).__name__}: {exc})") from None
+    vfinfo = memo.vfinfo if isinstance(memo, LinkMemo) else memo
     try:
-        return _parse_link(reply, ifname, memo)
+        return _parse_link(reply, ifname, vfinfo)
     except HostError:
         raise
     except Exception as exc:  # pyroute2's decoder raises what it meets on bytes no kernel sent
         raise HostError(f"{ifname}: malformed netlink reply ({type(exc).__name__}: {exc})") from None
 
 
-def _parse_link(reply: Reply, ifname: str, memo: dict[bytes, tuple[int, VfStat] | None] | None) -> LinkStats:
-    msg = next((m for m in link_messages(reply, ifname) if m.get_attr("IFLA_IFNAME") == ifname), None)
+def _read_link(data: bytes, ifname: str, memo: LinkMemo) -> LinkStats:
+    """A reply of the shape last parsed in full (LinkMemo): its counters where they were then."""
+    m0, m1, s0, _slen, v0, v1 = memo.where
+    counts = [0, 0, 0, 0]
+    if s0 >= 0:
+        counts = [_U64.unpack_from(data, s0 + at)[0] for at in _S64_AT]
+    vfs: dict[int, VfStat] = {}
+    if v0 >= 0:
+        try:  # over the message alone, as pyroute2 holds it: an error names the same byte
+            vfs = vfinfo_from_buffer(data if m0 == 0 and m1 == len(data) else data[m0:m1], v0, v1, memo.vfinfo)
+        except HostError as exc:
+            raise HostError(f"{ifname}: IFLA_VFINFO_LIST: {exc}") from None
+    return LinkStats(ifname=ifname, rx_packets=counts[0], rx_bytes=counts[1], tx_packets=counts[2],
+                     tx_bytes=counts[3], vfs=vfs)
+
+
+def _parse_link(reply: Reply, ifname: str, memo: dict[bytes, tuple[int, VfStat] | None] | None,
+                learn: LinkMemo | None = None) -> LinkStats:
+    msgs = link_messages(reply, ifname)
+    index, msg = next(((i, m) for i, m in enumerate(msgs) if m.get_attr("IFLA_IFNAME") == ifname), (-1, None))
     if msg is None:
         raise HostError(f"{ifname}: netlink reply holds no link of that name")
     stats = msg.get_attr("IFLA_STATS64") or {}
@@ -363,9 +478,30 @@ def _parse_link(reply: Reply, ifname: str, memo: dict[bytes, tuple[int, VfStat] 
             except HostError as exc:
                 raise HostError(f"{ifname}: IFLA_VFINFO_LIST: {exc}") from None
             break
-    return LinkStats(
+    got = LinkStats(
         ifname=ifname,
         rx_packets=stats.get("rx_packets", 0), rx_bytes=stats.get("rx_bytes", 0),
         tx_packets=stats.get("tx_packets", 0), tx_bytes=stats.get("tx_bytes", 0),
         vfs=vfs,
     )
+    if learn is not None and isinstance(reply, bytes):
+        learn.shape = None
+        shape = _shape(reply)
+        if shape is not None and len(shape[1]) == len(msgs):
+            where = shape[1][index]
+            learn.where = where
+            # Kept only when the fast read gives what pyroute2 gave (a payload too short for the
+            # four counters is decoded by pyroute2 past its end: never read the fast way).
+            if (where[2] < 0 or where[3] >= _S64_MIN) and _read_link(reply, ifname, _Probe(where)) == got:
+                learn.shape = shape[0]
+    return got
+
+
+class _Probe(LinkMemo):
+    """A LinkMemo for checking a fast read against the full parse: no VF memo of its own."""
+
+    __slots__ = ()
+
+    def __init__(self, where: tuple[int, int, int, int, int, int]) -> None:
+        super().__init__()
+        self.where = where
