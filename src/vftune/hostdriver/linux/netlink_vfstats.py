@@ -25,6 +25,7 @@ from pyroute2.netlink.rtnl import RTM_NEWLINK
 from pyroute2.netlink.rtnl.ifinfmsg import ifinfmsg
 
 from vftune.hostdriver.base import HostError
+from vftune.model import maker
 
 RTEXT_FILTER_VF = 1
 _NLMSGHDR = struct.Struct("=IHHII")
@@ -61,6 +62,11 @@ class VfStat:
     tx_packets: int
     tx_bytes: int
     mac: str | None = None  # IFLA_VF_MAC, aa:bb:cc:dd:ee:ff (00:00:00:00:00:00 = none assigned)
+
+
+# vfinfo_from_buffer's memo: an IFLA_VF_INFO payload -> (VF index, VfStat) or None, and
+# (its stats' payload's start and end, the payload without them) -> (VF index, MAC) (_moved_vf_info).
+VfInfoMemo = dict[Any, Any]
 
 
 def format_mac(raw: bytes) -> str:
@@ -289,7 +295,7 @@ def _vf_info(buf: bytes, start: int, end: int) -> tuple[int, VfStat] | None:
 
 
 def vfinfo_from_buffer(buf: bytes | bytearray | memoryview, start: int, end: int,
-                       memo: dict[bytes, tuple[int, VfStat] | None] | None = None) -> dict[int, VfStat]:
+                       memo: VfInfoMemo | None = None) -> dict[int, VfStat]:
     """Walk an IFLA_VFINFO_LIST payload; VFs without IFLA_VF_MAC or IFLA_VF_STATS are skipped.
 
     memo: the last call's IFLA_VF_INFO payloads and what they gave, refilled with this call's: a
@@ -306,11 +312,42 @@ def vfinfo_from_buffer(buf: bytes | bytearray | memoryview, start: int, end: int
             got = _vf_info(data, p0, p1)
         else:
             raw = data[p0:p1]
-            got = last[raw] if raw in last else _vf_info(data, p0, p1)
+            got = last.get(raw, _UNSEEN)
+            if got is _UNSEEN:
+                got = _moved_vf_info(data, p0, p1, last, memo)
             memo[raw] = got
         if got is not None:
             vfs[got[0]] = got[1]
     return vfs
+
+
+_UNSEEN = object()  # not in the memo (None there: a VF without MAC or stats)
+_make_vf_stat = maker(VfStat)
+
+
+def _moved_vf_info(data: bytes, p0: int, p1: int, last: VfInfoMemo, memo: VfInfoMemo
+                   ) -> tuple[int, VfStat] | None:
+    """_vf_info of a payload not in the memo. A VF whose payload differs from its last one only
+    inside IFLA_VF_STATS' payload (a busy VF's counters) takes its index and MAC from the memo
+    and reads only its counters. The memo also keeps each VF by where its stats' payload is and
+    its bytes outside it (a tuple: never a payload's own key): the same bytes there, the stats at
+    the same place, are the same attribute walk and the same MAC before the stats, and the stats'
+    payload is read (its errors met) as _vf_info reads it."""
+    shape = _SHAPES.get(p1 - p0)
+    if shape is None or len(shape[2]) != 2 or shape[2][0][0] != IFLA_VF_MAC or shape[2][1][0] != IFLA_VF_STATS:
+        return _vf_info(data, p0, p1)
+    r0, r1 = shape[2][1][1], shape[2][1][2]
+    key = (r0, r1, data[p0:p0 + r0] + data[p0 + r1:p1])
+    known = last.get(key)
+    if known is not None:
+        counts = _vf_stats(data, p0 + r0, p0 + r1)
+        memo[key] = known
+        return known[0], _make_vf_stat((counts[0], counts[1], counts[2], counts[3], known[1]))
+    got = _vf_info(data, p0, p1)
+    after = _SHAPES.get(p1 - p0)  # this payload's own walk, whether it matched the shape or made it
+    if got is not None and after is not None and after[2] == shape[2]:
+        memo[key] = (got[0], got[1].mac)
+    return got
 
 
 def vfinfo_pyroute2(msg: ifinfmsg) -> dict[int, VfStat]:
@@ -367,7 +404,7 @@ class LinkMemo:
     __slots__ = ("vfinfo", "shape", "where")
 
     def __init__(self) -> None:
-        self.vfinfo: dict[bytes, tuple[int, VfStat] | None] = {}
+        self.vfinfo: VfInfoMemo = {}
         self.shape: bytes | None = None
         # The link's message (start, end), its IFLA_STATS64 payload (start, length; -1: absent) and
         # IFLA_VFINFO_LIST payload (start, end in the message, as pyroute2 and its errors count; -1: absent).
@@ -421,7 +458,7 @@ def _shape(buf: bytes) -> tuple[bytes, list[tuple[int, int, int, int, int, int]]
 
 
 def parse_link(reply: Reply, ifname: str,
-               memo: dict[bytes, tuple[int, VfStat] | None] | LinkMemo | None = None) -> LinkStats:
+               memo: VfInfoMemo | LinkMemo | None = None) -> LinkStats:
     """Raises HostError naming the link and the problem; nothing else, whatever the bytes.
     memo: kept by the caller between replies of this link: vfinfo_from_buffer's dict, or a
     LinkMemo, which also reads a reply of the last one's shape without pyroute2 (the same result)."""
@@ -462,7 +499,7 @@ def _read_link(data: bytes, ifname: str, memo: LinkMemo) -> LinkStats:
                      tx_bytes=counts[3], vfs=vfs)
 
 
-def _parse_link(reply: Reply, ifname: str, memo: dict[bytes, tuple[int, VfStat] | None] | None,
+def _parse_link(reply: Reply, ifname: str, memo: VfInfoMemo | None,
                 learn: LinkMemo | None = None) -> LinkStats:
     msgs = link_messages(reply, ifname)
     index, msg = next(((i, m) for i, m in enumerate(msgs) if m.get_attr("IFLA_IFNAME") == ifname), (-1, None))
