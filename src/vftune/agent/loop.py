@@ -10,6 +10,7 @@ from __future__ import annotations
 import bisect
 import functools
 import logging
+import math
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -131,12 +132,18 @@ def _owner(guest: Guest | None) -> str | None:
 def _add_totals(totals: dict[str, float], s: VfSample) -> None:
     """Counters since start from one sample's rates (model.VF_TOTALS), the keys in that order."""
     dt, get = s.dt, totals.get
+    ints = s.interrupts_per_s
+    if (not (s.rx_bps or s.tx_bps or s.rx_pps or s.tx_pps or ints) and "rx_bytes" in totals
+            and (ints is None or "interrupts" in totals) and math.isfinite(dt)):
+        # An idle VF: every term is 0.0 (+-), and a total plus zero is the total (none is -0.0:
+        # each starts at 0.0 + a product of rates >= 0): nothing changes.
+        return
     totals["rx_bytes"] = get("rx_bytes", 0.0) + s.rx_bps / 8 * dt
     totals["tx_bytes"] = get("tx_bytes", 0.0) + s.tx_bps / 8 * dt
     totals["rx_packets"] = get("rx_packets", 0.0) + s.rx_pps * dt
     totals["tx_packets"] = get("tx_packets", 0.0) + s.tx_pps * dt
-    if s.interrupts_per_s is not None:
-        totals["interrupts"] = get("interrupts", 0.0) + s.interrupts_per_s * dt
+    if ints is not None:
+        totals["interrupts"] = get("interrupts", 0.0) + ints * dt
 
 
 def _switches(s: PfSample | None, st: PfState | None) -> int | None:
