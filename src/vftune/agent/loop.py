@@ -464,14 +464,16 @@ class Agent:
         now = self.wall(snap.time)
         self._poll_mode.update(snap)
         confirmed = self._poll_mode.confirmed
+        vfs_get, policies = self.vfs.get, self._policies  # the same dicts all tick (entries change)
         for s in vf_samples:
+            pci = s.pci
             # _poll_mode_step does nothing for a VF neither in nor coming out of poll mode.
-            st = self.vfs.get(s.pci)
-            if st is not None and (st.poll_mode or s.pci in confirmed) and self._poll_mode_step(s.pci, now, decisions):
+            st = vfs_get(pci)
+            if st is not None and (st.poll_mode or pci in confirmed) and self._poll_mode_step(pci, now, decisions):
                 continue
-            decision = self._policies[s.pci].step(s)
+            decision = policies[pci].step(s)
             if decision is not None:
-                applied_itr = self._apply_itr(s.pci, decision, now)
+                applied_itr = self._apply_itr(pci, decision, now)
                 if applied_itr is not None:
                     decisions.append(applied_itr)
         self._keep_warm(now)
@@ -484,13 +486,14 @@ class Agent:
                 decisions.extend(self._apply_mode(p.pf, mode_decision, now))
         # The policies' states are for readers only (the view): copied when one will be built.
         states = self.view_wanted()
-        vfs, policies, measuring = self.vfs, self._policies, self._measuring
+        vfs, measuring = self.vfs, self._measuring
         with self.lock:
             for s in vf_samples:
-                st = vfs.get(s.pci)
+                pci = s.pci
+                st = vfs.get(pci)
                 if st is not None:
                     st.sample = s
-                    policy = policies[s.pci]
+                    policy = policies[pci]
                     if states and not st.poll_mode:
                         st.policy_state = policy.state()
                     measures = measuring.get(type(policy))
