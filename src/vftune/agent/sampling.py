@@ -137,6 +137,7 @@ class _Layout:
     vfs: tuple[tuple[VfInfo, str | None, bool], ...]  # (VF, its guest's name, guest holds several)
     multi_guests: frozenset[str]  # guests with several VFs
     ports: tuple[tuple[str, tuple[str, ...]], ...]  # (PF name, its VFs' PCI addresses), PFs with VFs
+    shared: tuple[tuple[str, str], ...] = ()  # (VF, its guest) for VFs whose guest holds several, in vfs' order
 
     @staticmethod
     def of(inv: Inventory) -> _Layout:
@@ -148,6 +149,7 @@ class _Layout:
                        vf.guest is not None and held[vf.guest.name] > 1) for vf in vfs),
             multi_guests=frozenset(g for g, n in held.items() if n > 1),
             ports=tuple((pf.name, tuple(vf.pci for vf in pf.vfs)) for pf in inv.pfs if pf.vfs),
+            shared=tuple((vf.pci, vf.guest.name) for vf in vfs if vf.guest is not None and held[vf.guest.name] > 1),
         )
 
 
@@ -257,11 +259,10 @@ class RateDeriver:
         bits: dict[str, float] = {}
         packets: dict[str, float] = {}
         members: list[tuple[list[object], str]] = []
-        for vf, guest, shared in layout.vfs:
-            row = rows.get(vf.pci)
-            if row is None or not shared:
+        for pci, guest in layout.shared:
+            row = rows.get(pci)
+            if row is None:
                 continue
-            assert guest is not None
             members.append((row, guest))
             rx_pps, rx_bps, tx_bps = cast(float, row[_RX_PPS]), cast(float, row[_RX_BPS]), cast(float, row[_TX_BPS])
             bits[guest] = bits.get(guest, 0.0) + (rx_bps + tx_bps)
