@@ -212,3 +212,33 @@ def test_a_pending_itr_is_in_the_sample_it_was_pending_for():
     by_pci = {s.pci: s for s in samples}
     assert (by_pci["0000:03:10.0"].itr, by_pci["0000:03:10.0"].itr_pending) == (8000, 20000)
     assert (by_pci["0000:03:10.1"].itr, by_pci["0000:03:10.1"].itr_pending) == (0, None)
+
+
+@given(st.lists(st.lists(st.sampled_from([0.0, 1e8, 2.4e9, 5e9]), min_size=5, max_size=5), min_size=2, max_size=12))
+def test_port_fields_are_port_views_of_the_ticks_demands_whether_or_not_they_moved(ticks):
+    """The port's shares are computed again only when its capacity or demands moved: every
+    tick's port fields are port_view's of that tick's rates and demands, to the last bit."""
+    inv = _inventory(4)
+    port, deriver = Port(inv), RateDeriver()
+    pcis = [vf.pci for vf in inv.vfs()]
+    for rates in ticks:  # a rate held for several ticks is a port whose shares did not move
+        snap = port.tick(dict(zip(pcis, rates)), pf_bps=rates[0] / 10)
+        recent = {k: list(v) for k, v in deriver._recent.items()}
+        samples, pf_samples = deriver.derive(snap, inv, {}, {})
+        if not samples:
+            continue
+        by_pci = {s.pci: s for s in samples}
+        for pf in inv.pfs:
+            members = [by_pci[vf.pci] for vf in pf.vfs]
+            pf_rx = next((p.rx_bps, p.rx_pps) for p in pf_samples if p.pf == pf.name)
+            vf_rx = {s.pci: (s.rx_bps, s.rx_pps) for s in members}
+
+            def peak(key, bps, t=snap.time, recent=recent):  # the highest of the last share_memory_s, this one too
+                kept = [b for at, b in recent.get(key, []) if at > t - deriver.share_memory_s]
+                return max([*kept, bps])
+
+            demand = {pci: peak(pci, b) for pci, (b, _) in vf_rx.items()}
+            demand[""] = peak(f"pf:{pf.name}", pf_rx[0])
+            view = port_view(vf_rx, pf_rx, demand)
+            assert [(s.port_rx_bps, s.port_rx_capacity_bps, s.port_rx_share_bps) for s in members] == \
+                [(view.rx_bps, view.capacity_bps, view.shares[s.pci]) for s in members]

@@ -10,6 +10,7 @@ from __future__ import annotations
 import bisect
 import functools
 import logging
+import math
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -131,12 +132,18 @@ def _owner(guest: Guest | None) -> str | None:
 def _add_totals(totals: dict[str, float], s: VfSample) -> None:
     """Counters since start from one sample's rates (model.VF_TOTALS), the keys in that order."""
     dt, get = s.dt, totals.get
+    ints = s.interrupts_per_s
+    if (not (s.rx_bps or s.tx_bps or s.rx_pps or s.tx_pps or ints) and "rx_bytes" in totals
+            and (ints is None or "interrupts" in totals) and math.isfinite(dt)):
+        # An idle VF: every term is 0.0 (+-), and a total plus zero is the total (none is -0.0:
+        # each starts at 0.0 + a product of rates >= 0): nothing changes.
+        return
     totals["rx_bytes"] = get("rx_bytes", 0.0) + s.rx_bps / 8 * dt
     totals["tx_bytes"] = get("tx_bytes", 0.0) + s.tx_bps / 8 * dt
     totals["rx_packets"] = get("rx_packets", 0.0) + s.rx_pps * dt
     totals["tx_packets"] = get("tx_packets", 0.0) + s.tx_pps * dt
-    if s.interrupts_per_s is not None:
-        totals["interrupts"] = get("interrupts", 0.0) + s.interrupts_per_s * dt
+    if ints is not None:
+        totals["interrupts"] = get("interrupts", 0.0) + ints * dt
 
 
 def _switches(s: PfSample | None, st: PfState | None) -> int | None:
@@ -457,14 +464,16 @@ class Agent:
         now = self.wall(snap.time)
         self._poll_mode.update(snap)
         confirmed = self._poll_mode.confirmed
+        vfs_get, policies = self.vfs.get, self._policies  # the same dicts all tick (entries change)
         for s in vf_samples:
+            pci = s.pci
             # _poll_mode_step does nothing for a VF neither in nor coming out of poll mode.
-            st = self.vfs.get(s.pci)
-            if st is not None and (st.poll_mode or s.pci in confirmed) and self._poll_mode_step(s.pci, now, decisions):
+            st = vfs_get(pci)
+            if st is not None and (st.poll_mode or pci in confirmed) and self._poll_mode_step(pci, now, decisions):
                 continue
-            decision = self._policies[s.pci].step(s)
+            decision = policies[pci].step(s)
             if decision is not None:
-                applied_itr = self._apply_itr(s.pci, decision, now)
+                applied_itr = self._apply_itr(pci, decision, now)
                 if applied_itr is not None:
                     decisions.append(applied_itr)
         self._keep_warm(now)
@@ -477,13 +486,14 @@ class Agent:
                 decisions.extend(self._apply_mode(p.pf, mode_decision, now))
         # The policies' states are for readers only (the view): copied when one will be built.
         states = self.view_wanted()
-        vfs, policies, measuring = self.vfs, self._policies, self._measuring
+        vfs, measuring = self.vfs, self._measuring
         with self.lock:
             for s in vf_samples:
-                st = vfs.get(s.pci)
+                pci = s.pci
+                st = vfs.get(pci)
                 if st is not None:
                     st.sample = s
-                    policy = policies[s.pci]
+                    policy = policies[pci]
                     if states and not st.poll_mode:
                         st.policy_state = policy.state()
                     measures = measuring.get(type(policy))

@@ -38,8 +38,8 @@ class _VfRow:
         self.first = self.last = s
         self.count, self.dt, self.fresh = 1, s.dt, s.fresh
         self.interrupts = s.interrupts
-        values = list(_rates_of(s))
-        self.lasts: list[float | None] = values
+        values = _rates_of(s)
+        self.lasts: tuple[float | None, ...] = values
         # None for a rate not known for part of the row: not known for the row.
         self.sums: list[float | None] = [None if v is None else 0.0 + v * s.dt for v in values]
 
@@ -50,7 +50,7 @@ class _VfRow:
         self.fresh = self.fresh or s.fresh
         self.interrupts = None if self.interrupts is None or s.interrupts is None else self.interrupts + s.interrupts
         values, dt = _rates_of(s), s.dt
-        self.lasts = list(values)
+        self.lasts = values
         self.sums = [None if total is None or v is None else total + v * dt for total, v in zip(self.sums, values)]
 
     def merged(self) -> VfSample:

@@ -113,9 +113,14 @@ def port_view(vf_rx: dict[str, tuple[float, float]], pf_rx: tuple[float, float],
     want.update(demand or {})
     rx_bps = sum(b for b, _ in vf_rx.values()) + pf_rx[0]
     rx_pps = sum(p for _, p in vf_rx.values()) + pf_rx[1]
-    frame = rx_bps / 8.0 / rx_pps if rx_pps > 0 else math.inf
-    capacity = line_rate_bps if math.isinf(frame) else line_rate_bps * frame / (frame + WIRE_OVERHEAD_B)
+    capacity = _capacity(rx_bps, rx_pps, line_rate_bps)
     return PortView(rx_bps, capacity, fair_shares(capacity, want, vf_rx))
+
+
+def _capacity(rx_bps: float, rx_pps: float, line_rate_bps: float = LINE_RATE_BPS) -> float:
+    """A port's line rate in its counters' bits, for its mean frame size (port_view)."""
+    frame = rx_bps / 8.0 / rx_pps if rx_pps > 0 else math.inf
+    return line_rate_bps if math.isinf(frame) else line_rate_bps * frame / (frame + WIRE_OVERHEAD_B)
 
 
 # A VF's rates as _rates() gives them: (rx_pps, rx_bps, tx_pps, tx_bps).
@@ -132,6 +137,7 @@ class _Layout:
     vfs: tuple[tuple[VfInfo, str | None, bool], ...]  # (VF, its guest's name, guest holds several)
     multi_guests: frozenset[str]  # guests with several VFs
     ports: tuple[tuple[str, tuple[str, ...]], ...]  # (PF name, its VFs' PCI addresses), PFs with VFs
+    shared: tuple[tuple[str, str], ...] = ()  # (VF, its guest) for VFs whose guest holds several, in vfs' order
 
     @staticmethod
     def of(inv: Inventory) -> _Layout:
@@ -143,6 +149,7 @@ class _Layout:
                        vf.guest is not None and held[vf.guest.name] > 1) for vf in vfs),
             multi_guests=frozenset(g for g, n in held.items() if n > 1),
             ports=tuple((pf.name, tuple(vf.pci for vf in pf.vfs)) for pf in inv.pfs if pf.vfs),
+            shared=tuple((vf.pci, vf.guest.name) for vf in vfs if vf.guest is not None and held[vf.guest.name] > 1),
         )
 
 
@@ -158,6 +165,8 @@ class RateDeriver:
     share_memory_s: float = 15.0
     _recent: dict[str, deque[tuple[float, float]]] = field(default_factory=dict)
     _layout: tuple[Inventory, _Layout] | None = None
+    # Per port: what its fair shares were last computed from (capacity, VFs, demands) and them.
+    _last_shares: dict[str, tuple[tuple[object, ...], dict[str, float]]] = field(default_factory=dict)
 
     def derive(
         self, snap: Snapshot, inv: Inventory, itrs: Mapping[str, int], modes: Mapping[str, str],
@@ -182,15 +191,28 @@ class RateDeriver:
         rows: dict[str, list[object]] = {}
         cpu_of: dict[str, float | None] = {}  # guest -> its CPU s/s over the interval
         drops_of: dict[str, float | None] = {}  # guest -> its drops/s (rated once a tick per guest)
+        t, carried, pending_get, itrs_get = snap.time, self.carried, pending.get, itrs.get
         for vf, guest, shared in layout.vfs:
             pci = vf.pci
             now_c, old_c = snap_vfs.get(pci), prev_vfs.get(pci)
             if now_c is None or old_c is None:
                 continue  # appeared or vanished this tick: no interval to rate
-            rates, fresh = self._rates(pci, old_c, now_c)
+            # The rates over the counters' own refresh times (else the last refresh's, carried).
+            span = now_c.counters_time - old_c.counters_time
+            if span <= 0:
+                rates, fresh = carried.get(pci, _NO_RATES), False
+            else:
+                rates = carried[pci] = (
+                    max(0, now_c.rx_packets - old_c.rx_packets) / span,
+                    max(0, now_c.rx_bytes - old_c.rx_bytes) * 8 / span,
+                    max(0, now_c.tx_packets - old_c.tx_packets) / span,
+                    max(0, now_c.tx_bytes - old_c.tx_bytes) * 8 / span,
+                )
+                fresh = True
             ints = None
-            if now_c.interrupts is not None and old_c.interrupts is not None:
-                ints = max(0, now_c.interrupts - old_c.interrupts)
+            n1, n0 = now_c.interrupts, old_c.interrupts
+            if n1 is not None and n0 is not None:
+                ints = max(0, n1 - n0)
             cpu = dropped = None
             if guest is not None:
                 if guest in cpu_of:
@@ -204,11 +226,11 @@ class RateDeriver:
                     dropped = drops_of[guest]
             frozen = now_c.interrupts_frozen
             rows[pci] = [
-                pci, vf.pf, snap.time, dt, rates[0], rates[1], rates[2], rates[3],
+                pci, vf.pf, t, dt, *rates,
                 None if ints is None or frozen else ints / dt, None if frozen else ints,
-                itrs.get(pci, 0), cpu, fresh,
+                itrs_get(pci, 0), cpu, fresh,
                 None, None, None,  # port_rx_bps, port_rx_capacity_bps, port_rx_share_bps
-                dropped, pending.get(pci),
+                dropped, pending_get(pci),
                 None, None,  # guest_bps, rx_dropped_share_pps
             ]
         if layout.multi_guests:
@@ -237,11 +259,10 @@ class RateDeriver:
         bits: dict[str, float] = {}
         packets: dict[str, float] = {}
         members: list[tuple[list[object], str]] = []
-        for vf, guest, shared in layout.vfs:
-            row = rows.get(vf.pci)
-            if row is None or not shared:
+        for pci, guest in layout.shared:
+            row = rows.get(pci)
+            if row is None:
                 continue
-            assert guest is not None
             members.append((row, guest))
             rx_pps, rx_bps, tx_bps = cast(float, row[_RX_PPS]), cast(float, row[_RX_BPS]), cast(float, row[_TX_BPS])
             bits[guest] = bits.get(guest, 0.0) + (rx_bps + tx_bps)
@@ -286,6 +307,7 @@ class RateDeriver:
         """Fill each VF's port fields, for ports whose PF and every VF were rated this tick."""
         pf_rates = {p.pf: (p.rx_bps, p.rx_pps) for p in pf_samples}
         seen: set[str] = set()
+        peak, last_shares = self._peak, self._last_shares
         for pf, pcis in layout.ports:
             if pf not in pf_rates:
                 continue
@@ -294,15 +316,27 @@ class RateDeriver:
                 continue  # part of the port unseen: its total would be too low
             rates = {pci: (cast(float, m[_RX_BPS]), cast(float, m[_RX_PPS]))
                      for pci, m in zip(pcis, members) if m is not None}
-            demand = {pci: self._peak(pci, t, bps) for pci, (bps, _) in rates.items()}
-            demand[""] = self._peak(f"pf:{pf}", t, pf_rates[pf][0])
+            demand = {pci: peak(pci, t, bps) for pci, (bps, _) in rates.items()}
+            pf_key = f"pf:{pf}"
+            demand[""] = peak(pf_key, t, pf_rates[pf][0])
             seen.update(rates)
-            seen.add(f"pf:{pf}")
-            view = port_view(rates, pf_rates[pf], demand)
-            shares = view.shares
+            seen.add(pf_key)
+            # port_view(rates, pf_rates[pf], demand), its fair shares computed again only when
+            # what they are computed from moved (the same capacity and wants give the same shares).
+            pf_rx = pf_rates[pf]
+            rx_bps = sum(b for b, _ in rates.values()) + pf_rx[0]
+            rx_pps = sum(p for _, p in rates.values()) + pf_rx[1]
+            capacity = _capacity(rx_bps, rx_pps)
+            key = (capacity, pcis, *demand.values())
+            last = last_shares.get(pf)
+            if last is not None and last[0] == key:
+                shares = last[1]
+            else:
+                shares = fair_shares(capacity, demand, rates)
+                last_shares[pf] = (key, shares)
             for pci, m in zip(pcis, members):
                 assert m is not None
-                m[_PORT_BPS], m[_PORT_CAPACITY], m[_PORT_SHARE] = view.rx_bps, view.capacity_bps, shares[pci]
+                m[_PORT_BPS], m[_PORT_CAPACITY], m[_PORT_SHARE] = rx_bps, capacity, shares[pci]
         if len(self._recent) != len(seen):
             for gone in set(self._recent) - seen:
                 del self._recent[gone]

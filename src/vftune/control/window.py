@@ -214,33 +214,47 @@ class _Sums:
         self.lowest_part: float | None = None
 
     def add(self, s: VfSample) -> None:
-        self.bits += s.throughput_bps * s.dt
-        self.rx_bits += s.rx_bps * s.dt
-        self.packets += (s.rx_pps + s.tx_pps) * s.dt
-        self.rx_packets += s.rx_pps * s.dt
-        self.cpu = None if s.guest_cpu is None or self.cpu is None else self.cpu + s.guest_cpu * s.dt
-        self.guest_bits += (s.throughput_bps if s.guest_bps is None else s.guest_bps) * s.dt
-        self.shared = self.shared or s.guest_bps is not None
-        dropped = s.rx_dropped_pps if s.rx_dropped_pps is not None else s.rx_dropped_share_pps
+        # Each field read once (one sample a VF a tick): the same products and sums, in the same order.
+        dt, rx_bps, rx_pps = s.dt, s.rx_bps, s.rx_pps
+        bits = (rx_bps + s.tx_bps) * dt  # throughput_bps * dt
+        self.bits += bits
+        self.rx_bits += rx_bps * dt
+        self.packets += (rx_pps + s.tx_pps) * dt
+        self.rx_packets += rx_pps * dt
+        cpu, guest_cpu = self.cpu, s.guest_cpu
+        self.cpu = None if guest_cpu is None or cpu is None else cpu + guest_cpu * dt
+        guest_bps = s.guest_bps
+        if guest_bps is None:
+            self.guest_bits += bits
+        else:
+            self.guest_bits += guest_bps * dt
+            self.shared = True
+        dropped = s.rx_dropped_pps
+        if dropped is None:
+            dropped = s.rx_dropped_share_pps
         if dropped is None or self.dropped is None:
             self.dropped = None
-        elif s.rx_pps > 0:  # at the sample's mean frame size, and never more than it received
-            self.dropped += min(dropped, s.rx_pps) * (s.rx_bps / s.rx_pps) * s.dt
-        if s.port_rx_bps is None or s.port_rx_capacity_bps is None or s.port_rx_share_bps is None:
-            self.port = None
-        elif self.port is not None:
-            self.port[0] += s.port_rx_bps * s.dt
-            self.port[1] += s.port_rx_capacity_bps * s.dt
-            self.port[2] += s.port_rx_share_bps * s.dt
-        if s.interrupts is None or self.interrupts is None:
-            self.interrupts = None
-        else:
-            self.interrupts += s.interrupts
-        self.part_bits += s.throughput_bps * s.dt
-        self.part_s += s.dt
-        if s.fresh and self.part_s > 0:
-            part = self.part_bits / self.part_s
-            self.lowest_part = part if self.lowest_part is None else min(self.lowest_part, part)
+        elif rx_pps > 0:  # at the sample's mean frame size, and never more than it received
+            self.dropped += min(dropped, rx_pps) * (rx_bps / rx_pps) * dt
+        port = self.port
+        if port is not None:
+            port_bps, capacity, share = s.port_rx_bps, s.port_rx_capacity_bps, s.port_rx_share_bps
+            if port_bps is None or capacity is None or share is None:
+                self.port = None
+            else:
+                port[0] += port_bps * dt
+                port[1] += capacity * dt
+                port[2] += share * dt
+        interrupts = self.interrupts
+        if interrupts is not None:
+            n = s.interrupts
+            self.interrupts = None if n is None else interrupts + n
+        self.part_bits += bits
+        part_s = self.part_s = self.part_s + dt
+        if s.fresh and part_s > 0:
+            part = self.part_bits / part_s
+            lowest = self.lowest_part
+            self.lowest_part = part if lowest is None else min(lowest, part)
             self.part_bits, self.part_s = 0.0, 0.0
 
     def window(self, end: float, itr: int) -> Window:

@@ -41,7 +41,7 @@ class CounterHealth:
         if last is None:
             self._last[pci] = _Last(packets, interrupts, now, interrupts)
             return Health(now, False, False)
-        irq_moved = interrupts is not None and last.interrupts is not None and interrupts != last.interrupts
+        last_irqs = last.interrupts
         if packets != last.packets or always_fresh:
             # A refresh: compare interrupts over the same span as the packets.
             frozen = (
@@ -50,12 +50,16 @@ class CounterHealth:
                 and last.interrupts_at_refresh is not None
                 and interrupts == last.interrupts_at_refresh
             )
-            self._last[pci] = _Last(packets, interrupts, now, interrupts, frozen)
+            # The VF's record updated in place (one a VF a tick: no new object per refresh).
+            last.packets, last.interrupts, last.counters_time = packets, interrupts, now
+            last.interrupts_at_refresh, last.frozen = interrupts, frozen
             return Health(now, False, frozen)
+        irq_moved = interrupts is not None and last_irqs is not None and interrupts != last_irqs
         waited = now - last.counters_time
         if waited >= self.refresh_s and not irq_moved:
             # A whole refresh period without a change and without interrupts: really idle.
-            self._last[pci] = _Last(packets, interrupts, now, interrupts, False)
+            last.packets, last.interrupts, last.counters_time = packets, interrupts, now
+            last.interrupts_at_refresh, last.frozen = interrupts, False
             return Health(now, False, False)
         last.interrupts = interrupts
         return Health(last.counters_time, True, last.frozen)

@@ -40,7 +40,7 @@ from vftune.hostdriver.linux.guest_wiring import (
     guest_original,
 )
 from vftune.hostdriver.linux.libvirt_guests import GuestDirectory, GuestView, import_libvirt
-from vftune.hostdriver.linux.netlink_vfstats import LinkStats, VfStat, as_source, parse_link
+from vftune.hostdriver.linux.netlink_vfstats import LinkMemo, LinkStats, as_source, parse_link
 from vftune.hostdriver.linux.proc_interrupts import InterruptCounts, InterruptsMemo, parse_interrupts
 from vftune.hostdriver.linux.qemu_guests import GUEST_AGENT_PORT, QemuScan, scan_processes
 from vftune.hostdriver.linux.sysfs_inventory import PfDevice, SysfsScan, scan
@@ -159,9 +159,11 @@ class LinuxHost(HostDriver):
         self._journal.register(KIND_GUEST_AGENT, self._restore_guest_agent_entry)
         self._vf_infos: tuple[VfInfo, ...] = ()
         self._vf_index_of: tuple[tuple[VfInfo, ...], dict[str, VfInfo], dict[str, int]] | None = None
-        # Per PF: its last reply's IFLA_VF_INFO payloads, parsed (netlink_vfstats.vfinfo_from_buffer).
-        self._vfinfo_memo: dict[str, dict[bytes, tuple[int, VfStat] | None]] = {}
+        # Per PF: its last reply's IFLA_VF_INFO payloads, parsed, and its shape (netlink_vfstats.LinkMemo).
+        self._vfinfo_memo: dict[str, LinkMemo] = {}
         self._irq_memo = InterruptsMemo()  # /proc/interrupts rows as the last read parsed them
+        self._proc_paths = (self.procfs_root / "interrupts", self.procfs_root / "stat")  # read every tick
+        self._pf_files: dict[str, tuple[PfDevice, tuple[Path, ...]]] = {}  # _pf_paths
 
     def _agent_transport(self, sockets: str | os.PathLike[str] | None
                          ) -> tuple[Callable[[str], AgentChannel] | None, str]:
@@ -435,13 +437,12 @@ class LinuxHost(HostDriver):
         # Every source is read as bytes and parsed by a parser that raises only HostError, which
         # names the file: one bad source is a warning for this tick, never the end of the loop.
         interrupts: InterruptCounts | None = None
-        irq_path = self.procfs_root / "interrupts"
+        irq_path, stat_path = self._proc_paths
         try:
             interrupts = parse_interrupts(read_source(irq_path), self._irq_memo)
         except HostError as exc:
             errors.append(str(exc))
         host_irq, host_cpus = 0.0, 1
-        stat_path = self.procfs_root / "stat"
         try:
             host = parse_proc_stat(read_source(stat_path), str(stat_path))
             host_irq, host_cpus = host.irq_seconds, host.cpus
@@ -456,7 +457,7 @@ class LinuxHost(HostDriver):
             try:
                 memo = self._vfinfo_memo.get(name)
                 if memo is None:
-                    memo = self._vfinfo_memo[name] = {}
+                    memo = self._vfinfo_memo[name] = LinkMemo()
                 link = links[name] = parse_link(self._source.link_reply(name), name, memo)
             except HostError as exc:
                 errors.append(str(exc))
@@ -508,15 +509,26 @@ class LinuxHost(HostDriver):
                         guest_rx_drops={g: r.count for g, r in readings.items()},
                         guest_rx_drops_time={g: r.read_at for g, r in readings.items()})
 
+    def _pf_paths(self, dev: PfDevice) -> tuple[Path, ...]:
+        """The files _pf_counters reads of a PF, built once per PF device (a scan's)."""
+        held = self._pf_files.get(dev.name)
+        if held is None or held[0] is not dev:
+            paths = ((pa.rxmode(dev.device_dir, pa.RXMODE_CURRENT), pa.rxmode(dev.device_dir, pa.RXMODE_RATE_PPS),
+                      pa.rxmode(dev.device_dir, pa.RXMODE_SWITCHES)) if dev.patched_rxmode
+                     else (dev.net_dir / pa.NAPI_DEFER_HARD_IRQS,))
+            held = self._pf_files[dev.name] = (dev, paths)
+        return held[1]
+
     def _pf_counters(self, dev: PfDevice, link: LinkStats) -> PfCounters:
         mode = rate = switches = None
+        paths = self._pf_paths(dev)
         if dev.patched_rxmode:
-            mode = read_optional(pa.rxmode(dev.device_dir, pa.RXMODE_CURRENT))
-            rate_text = read_optional(pa.rxmode(dev.device_dir, pa.RXMODE_RATE_PPS))
-            sw_text = read_optional(pa.rxmode(dev.device_dir, pa.RXMODE_SWITCHES))
+            mode = read_optional(paths[0])
+            rate_text = read_optional(paths[1])
+            sw_text = read_optional(paths[2])
             rate, switches = as_count(rate_text), as_count(sw_text)
         else:
-            defer = read_optional(dev.net_dir / pa.NAPI_DEFER_HARD_IRQS)
+            defer = read_optional(paths[0])
             defer_n = as_count(defer)
             if defer_n is not None:
                 mode = "napi" if defer_n > 0 else "de"

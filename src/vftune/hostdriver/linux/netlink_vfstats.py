@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import struct
+import types
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, cast
@@ -24,6 +25,7 @@ from pyroute2.netlink.rtnl import RTM_NEWLINK
 from pyroute2.netlink.rtnl.ifinfmsg import ifinfmsg
 
 from vftune.hostdriver.base import HostError
+from vftune.model import maker
 
 RTEXT_FILTER_VF = 1
 _NLMSGHDR = struct.Struct("=IHHII")
@@ -60,6 +62,11 @@ class VfStat:
     tx_packets: int
     tx_bytes: int
     mac: str | None = None  # IFLA_VF_MAC, aa:bb:cc:dd:ee:ff (00:00:00:00:00:00 = none assigned)
+
+
+# vfinfo_from_buffer's memo: an IFLA_VF_INFO payload -> (VF index, VfStat) or None, and
+# (its stats' payload's start and end, the payload without them) -> (VF index, MAC) (_moved_vf_info).
+VfInfoMemo = dict[Any, Any]
 
 
 def format_mac(raw: bytes) -> str:
@@ -288,7 +295,7 @@ def _vf_info(buf: bytes, start: int, end: int) -> tuple[int, VfStat] | None:
 
 
 def vfinfo_from_buffer(buf: bytes | bytearray | memoryview, start: int, end: int,
-                       memo: dict[bytes, tuple[int, VfStat] | None] | None = None) -> dict[int, VfStat]:
+                       memo: VfInfoMemo | None = None) -> dict[int, VfStat]:
     """Walk an IFLA_VFINFO_LIST payload; VFs without IFLA_VF_MAC or IFLA_VF_STATS are skipped.
 
     memo: the last call's IFLA_VF_INFO payloads and what they gave, refilled with this call's: a
@@ -305,11 +312,42 @@ def vfinfo_from_buffer(buf: bytes | bytearray | memoryview, start: int, end: int
             got = _vf_info(data, p0, p1)
         else:
             raw = data[p0:p1]
-            got = last[raw] if raw in last else _vf_info(data, p0, p1)
+            got = last.get(raw, _UNSEEN)
+            if got is _UNSEEN:
+                got = _moved_vf_info(data, p0, p1, last, memo)
             memo[raw] = got
         if got is not None:
             vfs[got[0]] = got[1]
     return vfs
+
+
+_UNSEEN = object()  # not in the memo (None there: a VF without MAC or stats)
+_make_vf_stat = maker(VfStat)
+
+
+def _moved_vf_info(data: bytes, p0: int, p1: int, last: VfInfoMemo, memo: VfInfoMemo
+                   ) -> tuple[int, VfStat] | None:
+    """_vf_info of a payload not in the memo. A VF whose payload differs from its last one only
+    inside IFLA_VF_STATS' payload (a busy VF's counters) takes its index and MAC from the memo
+    and reads only its counters. The memo also keeps each VF by where its stats' payload is and
+    its bytes outside it (a tuple: never a payload's own key): the same bytes there, the stats at
+    the same place, are the same attribute walk and the same MAC before the stats, and the stats'
+    payload is read (its errors met) as _vf_info reads it."""
+    shape = _SHAPES.get(p1 - p0)
+    if shape is None or len(shape[2]) != 2 or shape[2][0][0] != IFLA_VF_MAC or shape[2][1][0] != IFLA_VF_STATS:
+        return _vf_info(data, p0, p1)
+    r0, r1 = shape[2][1][1], shape[2][1][2]
+    key = (r0, r1, data[p0:p0 + r0] + data[p0 + r1:p1])
+    known = last.get(key)
+    if known is not None:
+        counts = _vf_stats(data, p0 + r0, p0 + r1)
+        memo[key] = known
+        return known[0], _make_vf_stat((counts[0], counts[1], counts[2], counts[3], known[1]))
+    got = _vf_info(data, p0, p1)
+    after = _SHAPES.get(p1 - p0)  # this payload's own walk, whether it matched the shape or made it
+    if got is not None and after is not None and after[2] == shape[2]:
+        memo[key] = (got[0], got[1].mac)
+    return got
 
 
 def vfinfo_pyroute2(msg: ifinfmsg) -> dict[int, VfStat]:
@@ -338,19 +376,133 @@ def link_messages(reply: Reply, ifname: str) -> list[ifinfmsg]:
     return decode_reply(reply, ifname) if isinstance(reply, (bytes, bytearray, memoryview)) else list(reply)
 
 
-def parse_link(reply: Reply, ifname: str, memo: dict[bytes, tuple[int, VfStat] | None] | None = None) -> LinkStats:
+# The top level of an RTM_NEWLINK as the fast path reads it (LinkMemo): attribute ids from pyroute2's table.
+_LINK = _ids(ifinfmsg.nla_map)
+IFLA_IFNAME, IFLA_STATS64, IFLA_VFINFO_LIST = _LINK["IFLA_IFNAME"], _LINK["IFLA_STATS64"], _LINK["IFLA_VFINFO_LIST"]
+# Attributes whose payload pyroute2 reads while it splits a message into attributes (their class
+# is chosen by a function of the payload), and the one _parse_link decodes to pick the message:
+# their bytes are part of a reply's shape. Every other payload is left to a later decode, which
+# _parse_link asks only of IFLA_STATS64 (read here at the offsets of pyroute2's ifstats64).
+_READ_AT_SPLIT = frozenset(
+    [IFLA_IFNAME] + [_LINK[name] for name, kind in ifinfmsg.nla_map if isinstance(kind, str) and
+                     isinstance(getattr(ifinfmsg, kind, None), types.FunctionType)])
+_IFINFO_END = _NLMSGHDR.size + 16  # nlmsghdr + struct ifinfomsg: the attributes start here
+_S64 = [name for name, _fmt in ifinfmsg.ifstats64.fields]
+assert all(fmt == "Q" for _name, fmt in ifinfmsg.ifstats64.fields), "ifstats64 is not all u64"
+_S64_AT = tuple(8 * _S64.index(name) for name in ("rx_packets", "rx_bytes", "tx_packets", "tx_bytes"))
+_S64_MIN = 8 * 4  # the four counters read fit in a payload this long (else: the slow path every time)
+_NO_SPAN = (-1, -1)
+
+
+class LinkMemo:
+    """Kept by the caller between one link's replies: the last reply's IFLA_VF_INFO payloads
+    (vfinfo_from_buffer's memo) and its shape (its bytes but for the sequence number, the port
+    id and every attribute payload pyroute2 leaves undecoded), with where that reply's link had
+    its counters. A reply of the shape last parsed in full is read without pyroute2: the same
+    bytes at the same places decode the same, and only the counters' payloads differ."""
+
+    __slots__ = ("vfinfo", "shape", "where")
+
+    def __init__(self) -> None:
+        self.vfinfo: VfInfoMemo = {}
+        self.shape: bytes | None = None
+        # The link's message (start, end), its IFLA_STATS64 payload (start, length; -1: absent) and
+        # IFLA_VFINFO_LIST payload (start, end in the message, as pyroute2 and its errors count; -1: absent).
+        self.where: tuple[int, int, int, int, int, int] = (-1, -1, -1, -1, -1, -1)
+
+
+def _shape(buf: bytes) -> tuple[bytes, list[tuple[int, int, int, int, int, int]]] | None:
+    """A reply's shape and, per RTM_NEWLINK in order, LinkMemo.where: the message's span, its
+    first IFLA_STATS64 (payload start, length) and first IFLA_VFINFO_LIST (payload start, end
+    counted in the message), -1 when absent; None for anything
+    decode_reply or pyroute2 would meet otherwise than on a well-formed reply (an error, a
+    truncation, an attribute whose length is not its own): those go the slow way."""
+    parts: list[bytes] = []
+    links: list[tuple[int, int, int, int, int, int]] = []
+    size, at, offset = len(buf), 0, 0
+    unpack_msg, unpack_nla = _NLMSGHDR.unpack_from, _NLAHDR.unpack_from
+    while offset + _NLMSGHDR.size <= size:
+        length, msg_type, _flags, _seq, _pid = unpack_msg(buf, offset)
+        if length < _NLMSGHDR.size or offset + length > size:
+            return None
+        if msg_type == NLMSG_ERROR:
+            return None
+        # The header without its sequence number and port id (a live socket's change per request).
+        parts.append(buf[at:offset + 8])
+        at = offset + _NLMSGHDR.size
+        if msg_type == NLMSG_DONE:
+            break
+        if msg_type == RTM_NEWLINK:
+            end = offset + length
+            if length < _IFINFO_END:
+                return None
+            stats64, vflist = _NO_SPAN, _NO_SPAN
+            off = offset + _IFINFO_END
+            while off + 4 <= end:
+                alen, kind = unpack_nla(buf, off)
+                if alen < 4 or off + alen > end:
+                    return None
+                kind &= NLA_TYPE_MASK
+                if kind not in _READ_AT_SPLIT:
+                    parts.append(buf[at:off + 4])  # up to its header, which stays
+                    at = off + alen
+                    if kind == IFLA_STATS64 and stats64 is _NO_SPAN:
+                        stats64 = (off + 4, alen - 4)
+                    elif kind == IFLA_VFINFO_LIST and vflist is _NO_SPAN:
+                        vflist = (off + 4 - offset, off + alen - offset)
+                off += (alen + 3) & ~3
+            links.append((offset, end, *stats64, *vflist))
+        offset += (length + 3) & ~3
+    parts.append(buf[at:])
+    return b"".join(parts), links
+
+
+def parse_link(reply: Reply, ifname: str,
+               memo: VfInfoMemo | LinkMemo | None = None) -> LinkStats:
     """Raises HostError naming the link and the problem; nothing else, whatever the bytes.
-    memo: kept by the caller between replies of this link (vfinfo_from_buffer)."""
+    memo: kept by the caller between replies of this link: vfinfo_from_buffer's dict, or a
+    LinkMemo, which also reads a reply of the last one's shape without pyroute2 (the same result)."""
+    if isinstance(memo, LinkMemo) and isinstance(reply, (bytes, bytearray, memoryview)):
+        data = reply if isinstance(reply, bytes) else bytes(reply)
+        if memo.shape is not None:
+            shape = _shape(data)
+            if shape is not None and shape[0] == memo.shape:
+                return _read_link(data, ifname, memo)
+        try:
+            return _parse_link(data, ifname, memo.vfinfo, memo)
+        except HostError:
+            raise
+        except Exception as exc:
+            raise HostError(f"{ifname}: malformed netlink reply ({type(exc).__name__}: {exc})") from None
+    vfinfo = memo.vfinfo if isinstance(memo, LinkMemo) else memo
     try:
-        return _parse_link(reply, ifname, memo)
+        return _parse_link(reply, ifname, vfinfo)
     except HostError:
         raise
     except Exception as exc:  # pyroute2's decoder raises what it meets on bytes no kernel sent
         raise HostError(f"{ifname}: malformed netlink reply ({type(exc).__name__}: {exc})") from None
 
 
-def _parse_link(reply: Reply, ifname: str, memo: dict[bytes, tuple[int, VfStat] | None] | None) -> LinkStats:
-    msg = next((m for m in link_messages(reply, ifname) if m.get_attr("IFLA_IFNAME") == ifname), None)
+def _read_link(data: bytes, ifname: str, memo: LinkMemo) -> LinkStats:
+    """A reply of the shape last parsed in full (LinkMemo): its counters where they were then."""
+    m0, m1, s0, _slen, v0, v1 = memo.where
+    counts = [0, 0, 0, 0]
+    if s0 >= 0:
+        counts = [_U64.unpack_from(data, s0 + at)[0] for at in _S64_AT]
+    vfs: dict[int, VfStat] = {}
+    if v0 >= 0:
+        try:  # over the message alone, as pyroute2 holds it: an error names the same byte
+            vfs = vfinfo_from_buffer(data if m0 == 0 and m1 == len(data) else data[m0:m1], v0, v1, memo.vfinfo)
+        except HostError as exc:
+            raise HostError(f"{ifname}: IFLA_VFINFO_LIST: {exc}") from None
+    return LinkStats(ifname=ifname, rx_packets=counts[0], rx_bytes=counts[1], tx_packets=counts[2],
+                     tx_bytes=counts[3], vfs=vfs)
+
+
+def _parse_link(reply: Reply, ifname: str, memo: VfInfoMemo | None,
+                learn: LinkMemo | None = None) -> LinkStats:
+    msgs = link_messages(reply, ifname)
+    index, msg = next(((i, m) for i, m in enumerate(msgs) if m.get_attr("IFLA_IFNAME") == ifname), (-1, None))
     if msg is None:
         raise HostError(f"{ifname}: netlink reply holds no link of that name")
     stats = msg.get_attr("IFLA_STATS64") or {}
@@ -363,9 +515,30 @@ def _parse_link(reply: Reply, ifname: str, memo: dict[bytes, tuple[int, VfStat] 
             except HostError as exc:
                 raise HostError(f"{ifname}: IFLA_VFINFO_LIST: {exc}") from None
             break
-    return LinkStats(
+    got = LinkStats(
         ifname=ifname,
         rx_packets=stats.get("rx_packets", 0), rx_bytes=stats.get("rx_bytes", 0),
         tx_packets=stats.get("tx_packets", 0), tx_bytes=stats.get("tx_bytes", 0),
         vfs=vfs,
     )
+    if learn is not None and isinstance(reply, bytes):
+        learn.shape = None
+        shape = _shape(reply)
+        if shape is not None and len(shape[1]) == len(msgs):
+            where = shape[1][index]
+            learn.where = where
+            # Kept only when the fast read gives what pyroute2 gave (a payload too short for the
+            # four counters is decoded by pyroute2 past its end: never read the fast way).
+            if (where[2] < 0 or where[3] >= _S64_MIN) and _read_link(reply, ifname, _Probe(where)) == got:
+                learn.shape = shape[0]
+    return got
+
+
+class _Probe(LinkMemo):
+    """A LinkMemo for checking a fast read against the full parse: no VF memo of its own."""
+
+    __slots__ = ()
+
+    def __init__(self, where: tuple[int, int, int, int, int, int]) -> None:
+        super().__init__()
+        self.where = where
