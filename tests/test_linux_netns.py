@@ -13,7 +13,9 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent / "fixtures"))
 from hosttree import TreeBuilder
 
+from vftune.hostdriver.base import HostError
 from vftune.hostdriver.linux.host import LinuxHost
+from vftune.hostdriver.linux.netlink_vfstats import IPRouteSource, LinkMemo, RawLinkSource, parse_link
 
 pytestmark = pytest.mark.root
 
@@ -77,5 +79,54 @@ def test_missing_link_in_the_namespace_is_enodev(tmp_path: Path, veth_ns: tuple[
         snap = host.snapshot()
         assert snap.pfs == {}
         assert snap.errors == ("vft0a: netlink RTM_GETLINK: No such device (errno 19)",)
+    finally:
+        host.close()
+
+
+def raw_source_in(ns: str) -> RawLinkSource:
+    """The agent's own netlink source, its socket opened inside the namespace."""
+    netns.pushns(ns)
+    try:
+        sock = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, socket.NETLINK_ROUTE)
+    finally:
+        netns.popns()
+    sock.bind((0, 0))
+    return RawLinkSource(sock)
+
+
+def test_the_raw_netlink_source_reads_what_iproute_reads(veth_ns: tuple[str, IPRoute]) -> None:
+    name, ipr = veth_ns
+    raw, decoded = raw_source_in(name), IPRouteSource(ipr)
+    raw._buffer = bytearray(32)  # shorter than any reply: the source grows it, nothing is cut
+    memo = LinkMemo()
+    try:
+        first = parse_link(raw.link_reply("vft0a"), "vft0a", memo)
+        assert first == parse_link(decoded.link_reply("vft0a"), "vft0a")
+        send_frames(name, "vft0b", FRAMES)
+        # The second reply has the first one's shape: read at its offsets, without pyroute2.
+        second = parse_link(raw.link_reply("vft0a"), "vft0a", memo)
+        assert memo.shape is not None
+        assert second == parse_link(decoded.link_reply("vft0a"), "vft0a")
+        assert second.rx_packets - first.rx_packets == FRAMES
+        with pytest.raises(HostError, match=r"^nope0: netlink RTM_GETLINK: No such device \(errno 19\)$"):
+            parse_link(raw.link_reply("nope0"), "nope0", LinkMemo())
+    finally:
+        raw.close()
+
+
+def test_the_backend_counts_frames_through_the_raw_netlink_source(tmp_path: Path,
+                                                                  veth_ns: tuple[str, IPRoute]) -> None:
+    name, _ = veth_ns
+    tree = TreeBuilder(tmp_path)
+    tree.pf(("0000:03:00.0", "vft0a", 4, True, 0))
+    tree.proc_files()
+    host = LinuxHost(tmp_path / "sys", tmp_path / "proc", None, raw_source_in(name))
+    try:
+        host.inventory()
+        before = host.snapshot()
+        send_frames(name, "vft0b", FRAMES)
+        after = host.snapshot()
+        assert before.errors == () and after.errors == ()
+        assert after.pfs["vft0a"].rx_packets - before.pfs["vft0a"].rx_packets == FRAMES
     finally:
         host.close()

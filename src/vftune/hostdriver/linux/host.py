@@ -104,8 +104,8 @@ class LinuxHost(HostDriver):
         counter_refresh: EthtoolStatsRefresher | None = None,
         guest_source: str = "libvirt",
     ) -> None:
-        """netlink: None opens pyroute2's IPRoute; an IPRoute (e.g. in a netns) or any object with
-        link_reply(ifname) -> wire bytes is used instead.
+        """netlink: None opens a NETLINK_ROUTE socket (netlink_vfstats.RawLinkSource); an IPRoute
+        (e.g. in a netns) or any object with link_reply(ifname) -> wire bytes is used instead.
         guest_agent: "auto", "on" or "off" (guest_wiring.py): when a VF's ITR is set inside its
         guest with the guest's ethtool through the QEMU guest agent. guest_agent_sockets: a
         directory of agent sockets named <guest>.sock, used instead of libvirt's

@@ -3,7 +3,8 @@
 The reply's IFLA_VFINFO_LIST holds one IFLA_VF_INFO per VF with IFLA_VF_STATS (the PF
 driver's ndo_get_vf_stats); IFLA_STATS64 holds the PF's own counters. Messages are decoded
 with pyroute2's ifinfmsg, whether they come from a live socket or from wire bytes a test
-or a recording supplies.
+or a recording supplies. The live source (RawLinkSource) hands parse_link the reply's bytes,
+so a reply of the last one's shape is read without decoding it (LinkMemo).
 
 The VF list is the hot path (63 VFs x 18 attributes per PF per tick): building a pyroute2
 object per attribute costs ~8 ms per PF, so the list is walked over the message's raw buffer
@@ -14,6 +15,7 @@ the slow way; the tests check that both agree on wire-exact messages.
 from __future__ import annotations
 
 import os
+import socket
 import struct
 import types
 from collections.abc import Callable, Mapping, Sequence
@@ -125,6 +127,58 @@ class IPRouteSource:
             self._ipr = None
 
 
+class RawLinkSource:
+    """The live source: one RTM_GETLINK per PF on a NETLINK_ROUTE socket of this process's
+    network namespace (or `sock`, one opened elsewhere), the reply returned as bytes.
+
+    pyroute2's IPRoute decodes every reply into objects before returning it: 417 us a PF,
+    measured on lo, against 81 us for the same request and parse_link over the bytes."""
+
+    REPLY_TIMEOUT_S = 2.0  # the kernel answers a GETLINK at once; this is for a wedged socket
+    STALE_REPLIES = 8  # replies of earlier, timed-out requests skipped before giving up
+
+    def __init__(self, sock: socket.socket | None = None) -> None:
+        self._sock = sock
+        self._requests: dict[str, bytearray] = {}
+        self._sequence = 0
+        self._buffer = bytearray(1 << 16)  # 63 VFs' IFLA_VF_INFO take ~25 kB; grown when short
+
+    def _socket(self) -> socket.socket:
+        if self._sock is None:
+            sock = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, socket.NETLINK_ROUTE)
+            sock.bind((0, 0))
+            self._sock = sock
+        self._sock.settimeout(self.REPLY_TIMEOUT_S)
+        return self._sock
+
+    def link_reply(self, ifname: str) -> Reply:
+        sock = self._socket()
+        request = self._requests.get(ifname)
+        if request is None:
+            request = self._requests[ifname] = bytearray(encode_getlink_request(ifname))
+        self._sequence = self._sequence % 0xFFFFFFFF + 1
+        _U32.pack_into(request, 8, self._sequence)  # nlmsghdr.nlmsg_seq
+        try:
+            sock.send(request)
+            for _ in range(self.STALE_REPLIES + 1):
+                size = sock.recv_into(self._buffer, len(self._buffer), socket.MSG_PEEK | socket.MSG_TRUNC)
+                if size > len(self._buffer):
+                    self._buffer = bytearray(size)
+                size = sock.recv_into(self._buffer)
+                if size >= _NLMSGHDR.size and _U32.unpack_from(self._buffer, 8)[0] == self._sequence:
+                    return bytes(self._buffer[:size])
+        except TimeoutError:
+            raise _netlink_failure(ifname, 110) from None  # ETIMEDOUT
+        except OSError as exc:
+            raise _netlink_failure(ifname, exc.errno or 5) from None
+        raise _netlink_failure(ifname, 74)  # EBADMSG: no reply to this request among the last ones
+
+    def close(self) -> None:
+        if self._sock is not None:
+            self._sock.close()
+            self._sock = None
+
+
 class ReplaySource:
     """Wire-exact replies supplied by the caller (tests, benchmarks, recorded hosts)."""
 
@@ -144,9 +198,10 @@ class ReplaySource:
 
 
 def as_source(netlink: Any) -> LinkSource:
-    """None: a live IPRoute; an object with link_reply(): used as is; anything else: an IPRoute-like."""
+    """None: a live netlink socket; an object with link_reply(): used as is; anything else: an
+    IPRoute-like (e.g. one opened in a netns)."""
     if netlink is None:
-        return IPRouteSource()
+        return RawLinkSource()
     if hasattr(netlink, "link_reply"):
         return cast(LinkSource, netlink)
     if hasattr(netlink, "link"):
