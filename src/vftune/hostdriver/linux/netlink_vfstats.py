@@ -139,6 +139,8 @@ class RawLinkSource:
 
     def __init__(self, sock: socket.socket | None = None) -> None:
         self._sock = sock
+        if sock is not None:
+            sock.settimeout(self.REPLY_TIMEOUT_S)
         self._requests: dict[str, bytearray] = {}
         self._sequence = 0
         self._buffer = bytearray(1 << 16)  # 63 VFs' IFLA_VF_INFO take ~25 kB; grown when short
@@ -147,8 +149,8 @@ class RawLinkSource:
         if self._sock is None:
             sock = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, socket.NETLINK_ROUTE)
             sock.bind((0, 0))
+            sock.settimeout(self.REPLY_TIMEOUT_S)
             self._sock = sock
-        self._sock.settimeout(self.REPLY_TIMEOUT_S)
         return self._sock
 
     def link_reply(self, ifname: str) -> Reply:
