@@ -112,17 +112,18 @@ def targets(results: list[PairResult]) -> list[Target]:
     return out
 
 
-def _meets_floors(row: dict[str, Any]) -> bool:
+def meets_floors(row: dict[str, Any]) -> bool:
+    """A scenario's row (one policy, its seeds' means) at or above both score floors."""
     return row["vf_geomean"] is not None and row["vf_geomean"] >= GEOMEAN_SCORE and (row["vf_min"] or 0) >= MIN_SCORE
 
 
 def _family_targets(family: str, ours: list[dict[str, Any]], by: dict[tuple[str, str], dict[str, Any]]) -> list[Target]:
     """The frontier targets over one family's scenarios (see the module's docstring)."""
-    judged = [(r, f) for r in ours if (f := by.get((r["scenario"], FRONTIER))) is not None and _meets_floors(f)]
+    judged = [(r, f) for r in ours if (f := by.get((r["scenario"], FRONTIER))) is not None and meets_floors(f)]
     if not judged:
         return []
     out: list[Target] = []
-    short = [f"{r['scenario']} {r['vf_geomean']:.3f}/{r['vf_min'] or 0:.3f}" for r, _ in judged if not _meets_floors(r)]
+    short = [f"{r['scenario']} {r['vf_geomean']:.3f}/{r['vf_min'] or 0:.3f}" for r, _ in judged if not meets_floors(r)]
     out.append(Target(f"{family}: per-VF geomean >= {GEOMEAN_SCORE} and min >= {MIN_SCORE} wherever the frontier "
                       f"meets them ({len(judged)} of {len(ours)} scenarios)", not short,
                       f"{len(short)} short: {', '.join(short[:8]) or 'none'}" + (" ..." if len(short) > 8 else "")))
