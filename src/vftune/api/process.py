@@ -268,7 +268,7 @@ def serve(conn_fd: int, listen_fd: int, settings_json: str, metrics_fd: int = -1
     import uvicorn
 
     from vftune.api.app import ByListener, create_app, create_metrics_app
-    from vftune.api.serving import GuardedHttp
+    from vftune.api.serving import ApiServer, GuardedHttp
     from vftune.logsetup import setup_logging
 
     # The agent gets these too and decides when this process drains (a terminal's hangup too:
@@ -281,7 +281,7 @@ def serve(conn_fd: int, listen_fd: int, settings_json: str, metrics_fd: int = -1
     agent = RemoteAgent(link)
     history = LinkedHistory(settings.db, link) if settings.db else None
     token: list[str] = []
-    server: list[uvicorn.Server] = []
+    server: list[ApiServer] = []
     gone = threading.Event()
 
     def receive() -> None:
@@ -308,7 +308,7 @@ def serve(conn_fd: int, listen_fd: int, settings_json: str, metrics_fd: int = -1
         gone.set()
         agent.has_view.set()  # wakes a start still waiting for its first view
         if server:
-            server[0].should_exit = True
+            server[0].exit_soon()
 
     threading.Thread(target=receive, name="vftune-api-link", daemon=True).start()
     agent.has_view.wait(FIRST_VIEW_S)
@@ -326,15 +326,11 @@ def serve(conn_fd: int, listen_fd: int, settings_json: str, metrics_fd: int = -1
         sockets.append(socket.socket(fileno=metrics_fd))
         served = ByListener(app, create_metrics_app(app), sockets[1].getsockname()[:2])
 
-    class Server(uvicorn.Server):
-        def handle_exit(self, sig: int, frame: Any) -> None:  # the agent says when
-            pass
-
     # uvloop and httptools: about half asyncio's and h11's CPU per small request, a fifth less
     # per history page (measured side by side on this 2-core machine).
     # GuardedHttp: httptools with header/body deadlines and a connection cap (api/serving.py);
     # log_config=None: uvicorn's own lines go through our handler (JSON under --log-format json).
-    server.append(Server(uvicorn.Config(served, log_level="warning", access_log=False, lifespan="off",
+    server.append(ApiServer(uvicorn.Config(served, log_level="warning", access_log=False, lifespan="off",
                                         loop="uvloop", http=GuardedHttp, log_config=None,
                                         timeout_graceful_shutdown=max(1, int(settings.drain_s)),
                                         timeout_keep_alive=2)))

@@ -1,5 +1,6 @@
-"""The API's HTTP protocol with deadlines and a connection cap, and the request guards that run
-before any route: the Host check of a loopback listener and auth before a body is read.
+"""The API's HTTP protocol with deadlines and a connection cap, the request guards that run
+before any route (the Host check of a loopback listener and auth before a body is read), and
+the server whose loop wakes once a second.
 
 uvicorn times out only idle keep-alive connections: a client that opens a socket and sends
 half a header holds it (and a file descriptor) for ever, and 1,100 of them took the API down.
@@ -12,11 +13,13 @@ once always gets in. The unit's LimitNOFILE leaves room above the cap.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import ipaddress
 import logging
 import time
 from typing import Any
 
+import uvicorn
 from starlette.responses import JSONResponse
 from starlette.routing import Match
 from starlette.types import ASGIApp, Receive, Scope, Send
@@ -29,6 +32,9 @@ HEADER_TIMEOUT_S = 10.0
 BODY_TIMEOUT_S = 10.0
 MAX_CONNECTIONS = 512  # the unit's LimitNOFILE=4096 leaves room for the store, page workers, logs
 READ_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+# How often the server's own loop wakes with nothing to do (uvicorn's: 0.1 s). An exit request
+# wakes it at once; the Date header is refreshed each time, as uvicorn does once a second.
+MAIN_LOOP_S = 1.0
 
 
 class GuardedHttp(HttpToolsProtocol):
@@ -141,3 +147,36 @@ class Guard:
     def _routed(self, scope: Scope) -> bool:
         """A route takes this method at this path (else the app answers 404 or 405 itself)."""
         return any(route.matches(scope)[0] == Match.FULL for route in self.routes.routes)
+
+
+class ApiServer(uvicorn.Server):
+    """uvicorn's server, its main loop waking every MAIN_LOOP_S rather than ten times a second
+    (on an idle host those wakeups were most of the API process' CPU), at once on exit_soon();
+    signals are the agent's to act on, not this process'."""
+
+    _loop: asyncio.AbstractEventLoop | None = None
+    _wake: asyncio.Event | None = None
+
+    def handle_exit(self, sig: int, frame: Any) -> None:
+        pass
+
+    async def main_loop(self) -> None:
+        # uvicorn's on_tick refreshes the Date header when counter % 10 == 0 (each second at its
+        # 0.1-s ticks) and reads should_exit: called here once a wake, counting in tens.
+        self._loop, self._wake = asyncio.get_running_loop(), asyncio.Event()
+        counter = 0
+        should_exit = await self.on_tick(counter)
+        while not should_exit:
+            counter = (counter + 10) % 864000
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), MAIN_LOOP_S)
+            should_exit = await self.on_tick(counter)
+
+    def exit_soon(self) -> None:
+        """Begin the graceful shutdown now; callable from any thread."""
+        self.should_exit = True
+        loop, wake = self._loop, self._wake
+        if loop is None or wake is None:
+            return  # not serving yet: main_loop reads should_exit first
+        with contextlib.suppress(RuntimeError):  # the loop closed already: nothing to wake
+            loop.call_soon_threadsafe(wake.set)
