@@ -26,7 +26,8 @@ the steady and the idle load.
 Then, on the search/changing run, 20 clients for --load-seconds: each asks a 1000-row page of a
 VF's history (a history file pre-filled with one hour of per-second rows and seven days of
 1-minute rows for every VF) or /v1/vfs, with one client polling /healthz beside them; p50/p99
-of each.
+of each, the clients' own CPU, and the highest memory while they run (agent RSS, summed RSS and
+PSS: the page workers are up then). The memory verdicts take the worse of that and no client.
 
     .venv/bin/python bench/footprint.py [--seconds 30] [--warmup 12] [--policy search] [--load idle]
                                         [--ticks-only] [--top 10]
