@@ -72,7 +72,7 @@ def targets(results: list[PairResult]) -> list[Target]:
                           f"{EFFICIENCY}: mean {avg:.3f}x the default's CPU per Gb ({(1 - avg) * 100:+.1f}% less); "
                           f"least saving {least['cpu_per_gbps_vs_default']:.3f}x in {least['scenario']}"))
 
-    rr = [(r.scenario, pci, v) for r in results if r.policy == LATENCY for pci, v in _rr_scores(r).items()]
+    rr = [(r.scenario, pci, v) for r in results if r.policy == LATENCY for pci, v in rr_scores(r).items()]
     if rr:
         worst_rr = min(rr, key=lambda x: x[2])
         out.append(Target("request/response VFs under `latency`: mean response time within 5% of their best",
@@ -190,7 +190,7 @@ def _conflicts(results: list[PairResult]) -> dict[str, str]:
     return out
 
 
-def _rr_scores(r: PairResult) -> dict[str, float]:
+def rr_scores(r: PairResult) -> dict[str, float]:
     """Request/response VFs' scores (oracle's response time over theirs) in one run."""
     kinds: dict[str, set[str]] = {}
     for (pci, _), c in r.cells.items():
