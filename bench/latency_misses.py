@@ -27,10 +27,9 @@ from dataclasses import dataclass
 
 from vftune.bench.harness import run
 from vftune.bench.scores import PairResult
-from vftune.bench.targets import LATENCY, OURS, rr_scores
+from vftune.bench.targets import LATENCY, OURS, RR_WITHIN, rr_scores
 from vftune.cli.bench import parse_seeds
 
-WITHIN = 1 / 1.05  # the target: within 5% of the best response time
 STARVED = 0.10  # a guest whose application lost more than this share of the VF's rr seconds
 
 
@@ -62,7 +61,7 @@ def misses(results: Iterable[PairResult], compare: str) -> tuple[list[Miss], int
             continue
         for pci, score in rr_scores(r).items():
             total += 1
-            if score >= WITHIN:
+            if score >= RR_WITHIN:
                 continue
             other = others.get((r.scenario, r.seed))
             compared = (other.vf_scores.get(pci, math.nan), starved_share(other, pci)) if other else None

@@ -29,6 +29,7 @@ GEOMEAN_SCORE = 0.97  # per-VF geomean of the oracle, every scenario
 MIN_SCORE = 0.90  # and per-VF minimum
 CPU_PER_SCENARIO = 1.10  # vftune's CPU per Gb over the frontier's, in every judged scenario
 CPU_ON_MEAN = 1.05  # ... and on a family's mean
+RR_WITHIN = 1 / 1.05  # latency: a request/response VF's score within 5% of its best response time
 DOMINATED = ("default", "fixed-20000", "net_dim", "bayesopt")  # peers vftune must beat on both axes
 
 
@@ -76,9 +77,9 @@ def targets(results: list[PairResult]) -> list[Target]:
     if rr:
         worst_rr = min(rr, key=lambda x: x[2])
         out.append(Target("request/response VFs under `latency`: mean response time within 5% of their best",
-                          all(v >= 1 / 1.05 for _, _, v in rr),
+                          all(v >= RR_WITHIN for _, _, v in rr),
                           f"{LATENCY}: the worst rr VF gets {worst_rr[2]:.3f} of its best response time "
-                          f"({worst_rr[1]} in {worst_rr[0]}); {sum(v < 1 / 1.05 for _, _, v in rr)} of {len(rr)} "
+                          f"({worst_rr[1]} in {worst_rr[0]}); {sum(v < RR_WITHIN for _, _, v in rr)} of {len(rr)} "
                           f"rr VF-runs beyond 5%"))
 
     cold = list(ours)
