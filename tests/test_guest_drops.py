@@ -23,6 +23,7 @@ from waiting import wait_for
 from vftune.hostdriver.linux.guest_agent import socket_connector
 from vftune.hostdriver.linux.guest_agent.snmp_text import SnmpTextError, parse_snmp, parse_snmp6
 from vftune.hostdriver.linux.guest_agent.socket_drops import DropsLimits, DropsReading, GuestDropsReader
+from vftune.model import GuestCpuTimes
 
 FIXTURES = Path(__file__).parent / "fixtures" / "guest_net"
 SNMP_TEXT = (FIXTURES / "snmp").read_text()
@@ -442,6 +443,7 @@ def test_snapshot_carries_fresh_guest_drops_and_never_waits_for_a_guest(
     from linux_host import make_host
 
     sockets, fakes, events = agents
+    fakes["vm-web0"].cpustats = [{"type": "linux", "cpu": 0, "user": 1000, "nice": 0, "system": 250, "idle": 3000}]
     clock = HostClock()
     caplog.set_level(logging.WARNING, "vftune.linux.guest_drops")
     host, _ = make_host(tmp_path / "host", clock=clock, sleeper=clock.sleep, guest_agent_sockets=sockets,
@@ -450,6 +452,9 @@ def test_snapshot_carries_fresh_guest_drops_and_never_waits_for_a_guest(
         host.inventory()
         snap = wait_for(lambda: (s := host.snapshot()).guest_rx_drops and s, "vm-web0's drops in a snapshot")
         assert snap.guest_rx_drops == {"vm-web0": 28}
+        # Its own CPU accounting came with the same read; the guests whose agents lack it have none.
+        assert snap.guest_cpu_times == {"vm-web0": GuestCpuTimes(user=1.0, system=0.25, interrupts=0.0, idle=3.0,
+                                                                 steal=0.0)}
         # With the time of the read, on the host's clock: the count may be older than the snapshot.
         assert set(snap.guest_rx_drops_time) == {"vm-web0"} and snap.guest_rx_drops_time["vm-web0"] <= snap.time
         # vm-web1's agent has the request and holds the reply: the snapshot did not wait for it.

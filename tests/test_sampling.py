@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from vftune.agent.sampling import RateDeriver, fair_share, fair_shares, port_view
 from vftune.itr import LINE_RATE_BPS
-from vftune.model import Guest, Inventory, PfCounters, PfInfo, Snapshot, VfCounters, VfInfo
+from vftune.model import Guest, GuestCpuTimes, Inventory, PfCounters, PfInfo, Snapshot, VfCounters, VfInfo, VfSample
 
 FRAME = 1518  # bytes the counters count per full-size frame (header + FCS included)
 CAPACITY = LINE_RATE_BPS * FRAME / (FRAME + 20)  # 8 B preamble + 12 B gap per frame on the wire
@@ -166,6 +166,35 @@ def test_a_guests_drops_are_rated_over_its_own_read_times_and_carried_between_re
     assert s.rx_dropped_pps == pytest.approx(1500.0)
     (s,) = tick(0, 3.4)  # the guest rebooted: its counter started again
     assert s.rx_dropped_pps == 0.0
+
+
+def test_a_guests_own_cpu_split_is_rated_over_its_read_times_for_each_of_its_vfs():
+    """The guest's interrupt and process CPU (guest-get-cpustats) come with its drops' read: rated
+    over the reads' times, carried while not read again, 0 after a reboot, and given to every VF
+    of the guest (it is the guest's, like its CPU); a guest without it shows None."""
+    duo, silent = Guest("duo", "u2"), Guest("silent", "u3")
+    vfs = (VfInfo("enp3s0f0", 0, "0000:03:10.0", "vfio-pci", duo),
+           VfInfo("enp3s0f0", 1, "0000:03:10.1", "vfio-pci", duo),
+           VfInfo("enp3s0f0", 2, "0000:03:10.2", "vfio-pci", silent))
+    inv = Inventory((PfInfo("enp3s0f0", "0000:03:00.0", 0x10FB, "ixgbe", 3, 63, vfs),))
+    port, deriver = Port(inv), RateDeriver()
+    rates = {vf.pci: 1e9 for vf in vfs}
+
+    def tick(irq: float, user: float, read_at: float) -> dict[str, VfSample]:
+        times = GuestCpuTimes(user=user, system=1.0, interrupts=irq, idle=50.0, steal=0.0)
+        snap = dataclasses.replace(port.tick(rates), guest_rx_drops={"duo": 0}, guest_rx_drops_time={"duo": read_at},
+                                   guest_cpu_times={"duo": times})
+        return {s.pci: s for s in deriver.derive(snap, inv, {}, {})[0]}
+
+    tick(10.0, 100.0, 0.3)
+    got = tick(10.4, 101.2, 1.1)  # 0.4 s of interrupts and 1.2 s of processes in the 0.8 s between reads
+    for pci in ("0000:03:10.0", "0000:03:10.1"):
+        assert got[pci].guest_irq_cpu == pytest.approx(0.5) and got[pci].guest_user_cpu == pytest.approx(1.5)
+    assert got["0000:03:10.2"].guest_irq_cpu is None and got["0000:03:10.2"].guest_user_cpu is None
+    got = tick(10.4, 101.2, 1.1)  # not read again: the rates carry
+    assert got["0000:03:10.0"].guest_irq_cpu == pytest.approx(0.5)
+    got = tick(0.2, 0.5, 3.1)  # rebooted: its counts started again
+    assert got["0000:03:10.0"].guest_irq_cpu == 0.0 and got["0000:03:10.0"].guest_user_cpu == 0.0
 
 
 def test_the_vfs_of_one_guest_carry_their_bits_together_and_a_lone_vf_none():

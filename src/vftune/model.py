@@ -142,6 +142,24 @@ make_vf_counters = maker(VfCounters)
 
 
 @dataclass(frozen=True)
+class GuestCpuTimes:
+    """A guest's own CPU accounting, cumulative seconds summed over its vCPUs: its kernel's
+    /proc/stat as QEMU's guest agent reports it (guest-get-cpustats). The host sees a vCPU
+    thread busy; only the guest can say whether that time went to its applications or to its
+    interrupt handlers and network stack."""
+
+    user: float  # user + nice: its processes
+    system: float
+    interrupts: float  # irq + softirq: handlers and the receive path they run
+    idle: float  # idle + iowait
+    steal: float  # runnable while the host ran something else
+
+    @property
+    def total(self) -> float:
+        return self.user + self.system + self.interrupts + self.idle + self.steal
+
+
+@dataclass(frozen=True)
 class PfCounters:
     rx_packets: int
     rx_bytes: int
@@ -168,6 +186,9 @@ class Snapshot:
     # When each of those counts was read (this snapshot's clock; a guest missing: at `time`). An
     # agent is read off the tick, so a count may be older than the snapshot or unchanged since.
     guest_rx_drops_time: Mapping[str, float] = field(default_factory=dict)
+    # Each guest's own CPU accounting, read with its socket drops (at guest_rx_drops_time's
+    # time); a guest missing here: unknown (no agent, one without guest-get-cpustats, not read).
+    guest_cpu_times: Mapping[str, GuestCpuTimes] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -234,6 +255,11 @@ class VfSample:
     # On a guest with several VFs: its socket drops (datagrams/s) shared out by the VFs' received
     # packets, as a measurement window counts them; rx_dropped_pps stays None (not this VF's own).
     rx_dropped_share_pps: float | None = None
+    # The owning guest's own accounting (Snapshot.guest_cpu_times) between its two latest reads,
+    # CPU seconds per second over all its vCPUs: in interrupt and softirq handling, and in its
+    # processes. None when its agent does not report it. Guest-wide, like guest_cpu.
+    guest_irq_cpu: float | None = None
+    guest_user_cpu: float | None = None
 
     @property
     def throughput_bps(self) -> float:
@@ -364,6 +390,9 @@ class VfView:
     # What its set rate bought against its adaptive ITR; None while it runs the adaptive ITR,
     # searches, or either side is not measured yet.
     vs_adaptive: VsAdaptive | None = None
+    # Its guest's own accounting (VfSample's): interrupt and softirq, and process CPU s/s.
+    guest_irq_cpu: float | None = None
+    guest_user_cpu: float | None = None
 
 
 VF_TOTALS = ("rx_bytes", "tx_bytes", "rx_packets", "tx_packets", "interrupts")

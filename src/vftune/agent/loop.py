@@ -273,6 +273,7 @@ class Agent:
             rx_pps=s.rx_pps if s else None, rx_bps=s.rx_bps if s else None,
             tx_pps=s.tx_pps if s else None, tx_bps=s.tx_bps if s else None,
             interrupts_per_s=s.interrupts_per_s if s else None, guest_cpu=s.guest_cpu if s else None,
+            guest_irq_cpu=s.guest_irq_cpu if s else None, guest_user_cpu=s.guest_user_cpu if s else None,
             fresh=s.fresh if s else None, updated=self.wall(s.t) if s else None,
             last_decision=st.last_decision if st else None,
             policy_state=dict(st.policy_state) if st else {},

@@ -160,6 +160,7 @@ class RateDeriver:
     last: Snapshot | None = None
     carried: dict[str, _Rates] = field(default_factory=dict)  # VF -> its rates at its last refresh
     carried_drops: dict[str, float] = field(default_factory=dict)  # guest -> its last drop rate
+    carried_split: dict[str, tuple[float, float]] = field(default_factory=dict)  # guest -> its last _cpu_split
     # A port user's demand: its highest rx rate over this long. Longer than a neighbour's cold
     # search, whose low probes come between higher ones.
     share_memory_s: float = 15.0
@@ -191,6 +192,7 @@ class RateDeriver:
         rows: dict[str, list[object]] = {}
         cpu_of: dict[str, float | None] = {}  # guest -> its CPU s/s over the interval
         drops_of: dict[str, float | None] = {}  # guest -> its drops/s (rated once a tick per guest)
+        split_of: dict[str, tuple[float, float] | None] = {}  # guest -> its (irq, user) s/s, likewise
         t, carried, pending_get, itrs_get = snap.time, self.carried, pending.get, itrs.get
         for vf, guest, shared in layout.vfs:
             pci = vf.pci
@@ -213,7 +215,7 @@ class RateDeriver:
             n1, n0 = now_c.interrupts, old_c.interrupts
             if n1 is not None and n0 is not None:
                 ints = max(0, n1 - n0)
-            cpu = dropped = None
+            cpu = dropped = split = None
             if guest is not None:
                 if guest in cpu_of:
                     cpu = cpu_of[guest]
@@ -222,6 +224,8 @@ class RateDeriver:
                     cpu = cpu_of[guest] = max(0.0, c1 - c0) / dt if c1 is not None and c0 is not None else None
                 if guest not in drops_of:
                     drops_of[guest] = self._drop_rate(guest, snap, prev)
+                    split_of[guest] = self._cpu_split(guest, snap, prev)
+                split = split_of[guest]
                 if not shared:
                     dropped = drops_of[guest]
             frozen = now_c.interrupts_frozen
@@ -232,6 +236,7 @@ class RateDeriver:
                 None, None, None,  # port_rx_bps, port_rx_capacity_bps, port_rx_share_bps
                 dropped, pending_get(pci),
                 None, None,  # guest_bps, rx_dropped_share_pps
+                *(split if split is not None else (None, None)),  # guest_irq_cpu, guest_user_cpu
             ]
         if layout.multi_guests:
             self._guest_totals(rows, layout, drops_of)
@@ -288,6 +293,23 @@ class RateDeriver:
             return self.carried_drops.get(guest)
         rate = self.carried_drops[guest] = max(0, d1 - d0) / (t1 - t0)
         return rate
+
+    def _cpu_split(self, guest: str, snap: Snapshot, prev: Snapshot) -> tuple[float, float] | None:
+        """A guest's (interrupt, user) CPU seconds per second between its two latest reads of its
+        own accounting, read with its drops (so at their times; a read not renewed since the last
+        snapshot carries the last rates). None when either snapshot lacks it; a count that went
+        back (the guest rebooted) rates 0."""
+        c1, c0 = snap.guest_cpu_times.get(guest), prev.guest_cpu_times.get(guest)
+        if c1 is None or c0 is None:
+            self.carried_split.pop(guest, None)
+            return None
+        t1, t0 = snap.guest_rx_drops_time.get(guest, snap.time), prev.guest_rx_drops_time.get(guest, prev.time)
+        if t1 <= t0:
+            return self.carried_split.get(guest)
+        dt = t1 - t0
+        split = self.carried_split[guest] = (max(0.0, c1.interrupts - c0.interrupts) / dt,
+                                             max(0.0, c1.user - c0.user) / dt)
+        return split
 
     def _peak(self, key: str, t: float, bps: float) -> float:
         """The highest of this user's rx rates over the last share_memory_s, this one included."""
@@ -362,4 +384,4 @@ _FIELDS = [f.name for f in fields(VfSample)]
 assert (_FIELDS[_RX_PPS], _FIELDS[_RX_BPS], _FIELDS[_TX_BPS], _FIELDS[_PORT_BPS], _FIELDS[_PORT_CAPACITY],
         _FIELDS[_PORT_SHARE], _FIELDS[16], _FIELDS[17], _FIELDS[_GUEST_BPS], _FIELDS[_DROPPED_SHARE], len(_FIELDS)) == (
     "rx_pps", "rx_bps", "tx_bps", "port_rx_bps", "port_rx_capacity_bps", "port_rx_share_bps",
-    "rx_dropped_pps", "itr_pending", "guest_bps", "rx_dropped_share_pps", 20), "VfSample's fields moved"
+    "rx_dropped_pps", "itr_pending", "guest_bps", "rx_dropped_share_pps", 22), "VfSample's fields moved"

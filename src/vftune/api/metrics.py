@@ -46,6 +46,10 @@ class AgentCollector(Collector):
                                   labels=[*VF_LABELS, "state", "objective"])
         cpu = GaugeMetricFamily("vftune_vf_guest_cpu_ratio",
                                 "CPU seconds per second of the VF's guest over the last tick", labels=VF_LABELS)
+        irq_cpu = GaugeMetricFamily("vftune_vf_guest_irq_cpu_ratio",
+                                    "CPU seconds per second the VF's guest spent in its own interrupt and softirq "
+                                    "handling (its guest agent's guest-get-cpustats); absent when unknown",
+                                    labels=VF_LABELS)
         drops = GaugeMetricFamily("vftune_vf_socket_drops_per_second",
                                   "Datagrams per second the VF's guest dropped at its sockets on receive over the last "
                                   "tick (its guest agent's UDP RcvbufErrors); absent when unknown", labels=VF_LABELS)
@@ -80,12 +84,14 @@ class AgentCollector(Collector):
                 state.add_metric([*values, s, vf.objective], 1.0 if vf.state == s else 0.0)
             if vf.guest_cpu is not None:
                 cpu.add_metric(values, vf.guest_cpu)
+            if vf.guest_irq_cpu is not None:
+                irq_cpu.add_metric(values, vf.guest_irq_cpu)
             if vf.rx_dropped_pps is not None:
                 drops.add_metric(values, vf.rx_dropped_pps)
             for source in DROPS_SOURCES:
                 drops_source.add_metric([*values, source], 1.0 if vf.rx_dropped_source == source else 0.0)
         yield from counters.values()
-        yield from (itr, adaptive, state, cpu, drops, drops_source, merit, per_gbit, cores)
+        yield from (itr, adaptive, state, cpu, irq_cpu, drops, drops_source, merit, per_gbit, cores)
         host_vfs = GaugeMetricFamily("vftune_vs_adaptive_vfs",
                                      "VFs under a set rate measured against their adaptive ITR on both sides")
         host_vfs.add_metric([], float(view.vs_adaptive.vfs if view.vs_adaptive else 0))

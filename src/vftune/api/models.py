@@ -146,6 +146,14 @@ class VfOut(ViewModel):
     tx_bps: float | None
     interrupts_per_s: float | None
     guest_cpu: float | None = Field(description="CPU seconds per second of the owning guest")
+    guest_irq_cpu: float | None = Field(
+        None, description="CPU seconds per second the owning guest's own kernel spent in interrupt and softirq "
+        "handling (its /proc/stat through its guest agent's guest-get-cpustats, qemu-ga 7.1 and later); the "
+        "receive work interrupts cost inside the guest, which the host's guest_cpu does not separate. Guest-wide; "
+        "null when unknown")
+    guest_user_cpu: float | None = Field(
+        None, description="CPU seconds per second in the owning guest's processes (user + nice), from the same "
+        "read; null when unknown")
     fresh: bool | None
     updated: float | None
     last_decision: str | None

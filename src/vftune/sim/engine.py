@@ -156,6 +156,9 @@ class HostRates:
     guest_cpu: dict[str, float]  # seconds/second including background
     host_kernel_cpu: float  # irq + softirq seconds/second
     host_kernel_cpu_visible: float = 0.0  # what the host's accounting shows of it
+    # Each guest's own accounting of its vCPUs' seconds/second (GuestCpuTimes' user, interrupts,
+    # idle, steal): its network work is interrupt time, its background and application user time.
+    guest_split: dict[str, tuple[float, float, float, float]] = field(default_factory=dict)
 
 
 class HostSim:
@@ -181,6 +184,7 @@ class HostSim:
             self.pf_noise = [NoNoise() for _ in range(spec.num_pfs)]
         self.platform = platform_for(spec)
         self.guest_cpu = {vm.name: 0.0 for vm in spec.vms}
+        self.guest_cpu_times = {vm.name: [0.0, 0.0, 0.0, 0.0] for vm in spec.vms}  # HostRates.guest_split, summed
         self.guest_rx_drops = {vm.name: 0.0 for vm in spec.vms}  # datagrams dropped at guests' sockets
         self.host_irq_cpu = 0.0
         self.host_irq_cpu_visible = 0.0  # what /proc/stat's irq + softirq columns show
@@ -272,18 +276,26 @@ class HostSim:
         # The guests' own applications get what their network work and background leave of
         # their vCPUs (interrupts and softirqs run first), and their VFs carry that share.
         progress: dict[str, float] = {}
+        split: dict[str, tuple[float, float, float, float]] = {}
         for vm in spec.vms:
+            network = guest_cpu[vm.name] - vm.background_cpu
             if vm.app_cpu > 0.0:
                 got = min(vm.app_cpu, max(0.0, share * vm.vcpus - guest_cpu[vm.name]))
                 guest_cpu[vm.name] += got
                 progress[vm.name] = got / vm.app_cpu
+            # The rest of its vCPUs' time: runnable but not run (the host's cores were short) is
+            # steal, the remainder idle.
+            wanted = min(vm.vcpus, vm.background_cpu + vm.app_cpu + active.get(vm.name, 0))
+            left = max(0.0, vm.vcpus - guest_cpu[vm.name])
+            steal = min(left, max(0.0, wanted - guest_cpu[vm.name]) if share < 1.0 else 0.0)
+            split[vm.name] = (guest_cpu[vm.name] - network, network, left - steal, steal)
         if progress:
             vf_rates = [r._replace(app_progress=progress[vf.guest]) if vf.guest in progress else r
                         for vf, r in zip(spec.vfs, vf_rates)]
         forwarding = sum(r.host_cpu for r in vf_rates)
         kernel = forwarding + sum(r.kernel_cpu for r in pf_rates)
         visible = kernel if spec.irq_time_accounting else kernel - forwarding
-        self._last_key, self._last_rates = key, HostRates(vf_rates, pf_rates, guest_cpu, kernel, visible)
+        self._last_key, self._last_rates = key, HostRates(vf_rates, pf_rates, guest_cpu, kernel, visible, split)
         return self._last_rates
 
     def _cliff(self, pf: int, phase: int) -> float:
@@ -353,6 +365,10 @@ class HostSim:
             pf.last = pr
         for name, cpu in r.guest_cpu.items():
             self.guest_cpu[name] += cpu * h
+        for name, parts in r.guest_split.items():
+            summed = self.guest_cpu_times[name]
+            for i, part in enumerate(parts):
+                summed[i] += part * h
         for slot, vr in zip(self.spec.vfs, r.vfs):
             if slot.guest is not None and vr.socket_drop_pps:
                 self.guest_rx_drops[slot.guest] += vr.socket_drop_pps * h

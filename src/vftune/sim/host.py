@@ -17,6 +17,7 @@ The PF's own rx-usecs stays at ixgbe's adaptive default: vftune never writes it.
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 
@@ -28,6 +29,7 @@ from vftune.model import (
     Applied,
     Capabilities,
     Guest,
+    GuestCpuTimes,
     Inventory,
     PfCounters,
     PfInfo,
@@ -182,9 +184,13 @@ class SimHost(HostDriver):
             # Guests with an agent report their sockets' receive drops (the Linux backend reads
             # them through the QEMU guest agent); without one they are unknown.
             drops = {name: int(n) for name, n in self.sim.guest_rx_drops.items() if self.spec.guest_has_agent(name)}
+            # So do they their own CPU accounting (guest-get-cpustats), whole milliseconds as qemu-ga's.
+            times = {name: GuestCpuTimes(user=_ms(user), system=0.0, interrupts=_ms(irq), idle=_ms(idle),
+                                         steal=_ms(steal))
+                     for name, (user, irq, idle, steal) in self.sim.guest_cpu_times.items() if name in drops}
             return Snapshot(time=now, vfs=vfs, pfs=pfs, guest_cpu=dict(self.sim.guest_cpu),
                             host_irq_cpu=self.sim.host_irq_cpu_visible, host_cpus=self.spec.host_cpus,
-                            guest_rx_drops=drops)
+                            guest_rx_drops=drops, guest_cpu_times=times)
 
     def vf_itr(self, vf_pci_address: str) -> int:
         """The interrupt rate the VF runs at now (its adaptive ITR's when untuned)."""
@@ -358,3 +364,8 @@ class SimHost(HostDriver):
 
     def close(self) -> None:
         self.stop()
+
+
+def _ms(seconds: float) -> float:
+    """Seconds as qemu-ga reports them: whole milliseconds."""
+    return math.floor(seconds * 1000.0) / 1000.0

@@ -507,7 +507,8 @@ class LinuxHost(HostDriver):
         return Snapshot(time=t, vfs=vfs, pfs=pfs, guest_cpu=guest_cpu, host_irq_cpu=host_irq,
                         host_cpus=host_cpus, errors=tuple(errors),
                         guest_rx_drops={g: r.count for g, r in readings.items()},
-                        guest_rx_drops_time={g: r.read_at for g, r in readings.items()})
+                        guest_rx_drops_time={g: r.read_at for g, r in readings.items()},
+                        guest_cpu_times={g: r.cpu for g, r in readings.items() if r.cpu is not None})
 
     def _pf_paths(self, dev: PfDevice) -> tuple[Path, ...]:
         """The files _pf_counters reads of a PF, built once per PF device (a scan's)."""

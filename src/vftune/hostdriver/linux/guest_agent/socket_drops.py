@@ -16,6 +16,10 @@ for a few dictionary operations, so a hung agent costs its own guest's counter, 
   retried after a backoff that doubles per failure (Limits.backoff_*). A read that works again
   is logged once at INFO and clears the backoff.
 - A guest without IPv6 has no /proc/net/snmp6: its IPv6 part counts 0.
+- The same read asks for the guest's own CPU accounting (guest-get-cpustats, cpustats.py) when
+  its guest-info lists the command: DropsReading.cpu. Without it (qemu-ga before 7.1, a
+  non-Linux guest, a reply that is not one) the drops are still read and cpu is None; the
+  reason is logged once per guest. A guest whose guest-file-* are blocked is not read at all.
 """
 
 from __future__ import annotations
@@ -30,6 +34,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from vftune.hostdriver.base import HostError
+from vftune.hostdriver.linux.guest_agent.cpustats import COMMAND as CPUSTATS_COMMAND
+from vftune.hostdriver.linux.guest_agent.cpustats import CpuStatsError, parse_cpustats
 from vftune.hostdriver.linux.guest_agent.protocol import AgentChannel, AgentError, not_allowed
 from vftune.hostdriver.linux.guest_agent.snmp_text import (
     SNMP6_PATH,
@@ -39,7 +45,7 @@ from vftune.hostdriver.linux.guest_agent.snmp_text import (
     parse_snmp6,
 )
 from vftune.hostdriver.linux.guest_agent.threads import stop_guest_threads
-from vftune.model import VfDrops
+from vftune.model import GuestCpuTimes, VfDrops
 
 log = logging.getLogger("vftune.linux.guest_drops")
 
@@ -65,6 +71,7 @@ DEFAULT_DROPS_LIMITS = DropsLimits()
 class DropsReading:
     count: int  # cumulative datagrams dropped at the guest's sockets (IPv4 + IPv6, UDP + UDP-Lite)
     read_at: float  # on the reader's clock, when the read began
+    cpu: GuestCpuTimes | None = None  # the guest's own CPU accounting, when its agent gives it
 
 
 @dataclass(frozen=True)
@@ -88,6 +95,8 @@ class _Guest:
     thread: threading.Thread | None = None
     channel: AgentChannel | None = None
     checked: bool = False  # guest-info said guest-file-* are allowed (on this connection)
+    cpustats: bool = False  # ... and listed guest-get-cpustats
+    cpu_warned: str | None = None  # why its CPU accounting is not read, as last logged
     reading: DropsReading | None = None
     next_at: float = 0.0  # on the reader's clock
     failures: int = 0
@@ -188,7 +197,7 @@ class GuestDropsReader:
         the closes): for benchmarks and diagnostics, never the tick. HostError says why not."""
         g = _Guest(guest)
         try:
-            return self._read(g)
+            return self._read(g)[0]
         except _ReadFailed as exc:
             raise HostError(str(exc)) from None
         finally:
@@ -216,7 +225,7 @@ class GuestDropsReader:
                     started = self._clock()
                     g.next_at = started + self.limits.interval_s
                 try:
-                    count = self._read(g)
+                    count, cpu = self._read(g)
                 except _ReadFailed as exc:
                     self._failed(g, exc.cause, str(exc))
                 except Exception as exc:  # a bug costs one read, not the guest's poller
@@ -224,7 +233,7 @@ class GuestDropsReader:
                     self._drop_channel(g)
                     self._failed(g, "internal", f"guest {g.name}: internal error: {type(exc).__name__}: {exc}")
                 else:
-                    self._succeeded(g, DropsReading(count, started))
+                    self._succeeded(g, DropsReading(count, started, cpu))
         finally:
             if g.channel is not None:
                 g.channel.close()
@@ -263,19 +272,22 @@ class GuestDropsReader:
                 raise _ReadFailed("absent", str(exc)) from None
         return g.channel
 
-    def _read(self, g: _Guest) -> int:
-        """Both files, summed; _ReadFailed with the cause otherwise. Runs without the lock."""
+    def _read(self, g: _Guest) -> tuple[int, GuestCpuTimes | None]:
+        """Both files, summed, and the guest's CPU accounting when it gives it; _ReadFailed with
+        the cause otherwise. Runs without the lock."""
         deadline = time.monotonic() + self.limits.read_deadline_s
         snmp, snmp6 = self._paths
         try:
             if not g.checked:
                 self._check(g, deadline)
-            v4 = parse_snmp(self._file(g, snmp, deadline), snmp)
+            count = parse_snmp(self._file(g, snmp, deadline), snmp)
             try:
                 text6 = self._file(g, snmp6, deadline)
             except _NoFile:
-                return v4  # IPv6 disabled in the guest: nothing to count there
-            return v4 + parse_snmp6(text6, snmp6)
+                pass  # IPv6 disabled in the guest: nothing to count there
+            else:
+                count += parse_snmp6(text6, snmp6)
+            return count, self._cpu(g, deadline) if g.cpustats else None
         except AgentError as exc:
             if exc.kind in ("absent", "timeout"):
                 self._drop_channel(g)  # the next try connects afresh (libvirt: maybe a new domain)
@@ -292,10 +304,38 @@ class GuestDropsReader:
 
     def _check(self, g: _Guest, deadline: float) -> None:
         """guest-info lists what the guest allows: a blocked guest-file-* is told apart from a failure."""
-        refusal = not_allowed(self._call(g, deadline, "guest-info"), FILE_COMMANDS)
+        info = self._call(g, deadline, "guest-info")
+        refusal = not_allowed(info, FILE_COMMANDS)
         if refusal is not None:
             raise _ReadFailed("forbidden", f"guest {g.name}: {refusal}")
         g.checked = True
+        cpu_refusal = not_allowed(info, (CPUSTATS_COMMAND,))
+        g.cpustats = cpu_refusal is None
+        if cpu_refusal is not None:
+            self._cpu_unread(g, f"guest {g.name}: {cpu_refusal}")
+
+    def _cpu(self, g: _Guest, deadline: float) -> GuestCpuTimes | None:
+        """The guest's CPU accounting, or None (logged once) when its agent answers with an error
+        or with something that is not a Linux guest's: the drops are read all the same."""
+        try:
+            times = parse_cpustats(self._call(g, deadline, CPUSTATS_COMMAND))
+        except AgentError as exc:
+            if exc.kind != "command":
+                raise  # the connection or the deadline: the whole read failed
+            self._cpu_unread(g, str(exc))
+            return None
+        except CpuStatsError as exc:
+            self._cpu_unread(g, f"guest {g.name}: {exc}")
+            return None
+        if g.cpu_warned is not None:
+            log.info("guest %s: its CPU accounting is readable again", g.name)
+            g.cpu_warned = None
+        return times
+
+    def _cpu_unread(self, g: _Guest, why: str) -> None:
+        if g.cpu_warned != why:
+            g.cpu_warned = why
+            log.info("%s; its own CPU accounting is not read", why)
 
     def _file(self, g: _Guest, path: str, deadline: float) -> str:
         """One file's text: open, read to eof (bounded), close whatever happened in between."""
