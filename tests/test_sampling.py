@@ -190,6 +190,7 @@ def test_a_guests_own_cpu_split_is_rated_over_its_read_times_for_each_of_its_vfs
     got = tick(10.4, 101.2, 1.1)  # 0.4 s of interrupts and 1.2 s of processes in the 0.8 s between reads
     for pci in ("0000:03:10.0", "0000:03:10.1"):
         assert got[pci].guest_irq_cpu == pytest.approx(0.5) and got[pci].guest_user_cpu == pytest.approx(1.5)
+        assert got[pci].guest_idle_cpu == 0.0  # its idle did not move: full
     assert got["0000:03:10.2"].guest_irq_cpu is None and got["0000:03:10.2"].guest_user_cpu is None
     got = tick(10.4, 101.2, 1.1)  # not read again: the rates carry
     assert got["0000:03:10.0"].guest_irq_cpu == pytest.approx(0.5)

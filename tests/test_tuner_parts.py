@@ -26,7 +26,16 @@ from vftune.control.memory import (
 from vftune.control.objective import Goal, Objective
 from vftune.control.port import PortJudge
 from vftune.control.restart import RestartClock
-from vftune.control.window import MedianPool, Window, WindowMeter, joined, median_window, starved
+from vftune.control.window import (
+    AppReference,
+    MedianPool,
+    Window,
+    WindowMeter,
+    app_share,
+    joined,
+    median_window,
+    starved,
+)
 from vftune.itr import ITR_MAX_RATE, ITR_MIN_RATE
 from vftune.model import VfSample
 
@@ -557,6 +566,20 @@ def test_slices_taken_apart_in_time_join_into_one_window_of_their_sums():
     assert (w.end, w.duration) == (18.0, pytest.approx(1.5))
     assert w.bps == pytest.approx(4e9 / 1.5) and w.interrupt_rate == pytest.approx(13000 / 1.5)
     assert w.rx_bits == pytest.approx(3.6e9) and w.cpu_s is None and w.lowest_part_bps == pytest.approx(1.9e9)
+
+
+def test_a_windows_merit_counts_the_applications_share_only_on_a_full_guest():
+    def w(user: float | None, idle: float | None) -> Window:
+        return Window(0.0, 0.5, 5e8, 4e4, 5000, 20000, user_cpu_s=None if user is None else user * 0.5,
+                      idle_cpu_s=None if idle is None else idle * 0.5)
+
+    roomy, full = AppReference.of(w(1.2, 0.6)), AppReference.of(w(0.9, 0.0))
+    assert roomy == AppReference(pytest.approx(1.2), False) and full is not None and full.full
+    assert app_share(w(1.0, 0.5), roomy) == 1.0  # idle vCPUs at both rates: its clock's noise, not a loss
+    assert app_share(w(0.6, 0.01), roomy) == pytest.approx(0.5)  # full now: half what it got before
+    assert app_share(w(1.2, 0.3), full) == pytest.approx(4 / 3)  # room again, against a full reference
+    assert app_share(w(None, None), full) == 1.0 and app_share(w(0.6, 0.0), None) == 1.0  # no agent
+    assert AppReference.of(w(None, 0.0)) is None
 
 
 def test_interrupts_without_traffic_read_as_starved_not_idle():

@@ -260,6 +260,7 @@ class VfSample:
     # processes. None when its agent does not report it. Guest-wide, like guest_cpu.
     guest_irq_cpu: float | None = None
     guest_user_cpu: float | None = None
+    guest_idle_cpu: float | None = None  # idle + iowait, from the same reads
 
     @property
     def throughput_bps(self) -> float:

@@ -19,7 +19,7 @@ __all__ = ["SampleRecorder", "merge_pf_samples", "merge_vf_samples"]
 # Per-second rates (or shares of a second) of a VfSample: the row's value is their mean over time.
 VF_RATES = ("rx_pps", "rx_bps", "tx_pps", "tx_bps", "interrupts_per_s", "guest_cpu", "port_rx_bps",
             "port_rx_capacity_bps", "port_rx_share_bps", "rx_dropped_pps", "guest_bps", "rx_dropped_share_pps",
-            "guest_irq_cpu", "guest_user_cpu")
+            "guest_irq_cpu", "guest_user_cpu", "guest_idle_cpu")
 _rates_of = operator.attrgetter(*VF_RATES)  # a sample's VF_RATES as a tuple, in one call
 _FIELDS = tuple(f.name for f in fields(VfSample))
 _fields_of = operator.attrgetter(*_FIELDS)  # every field, in VfSample's order

@@ -160,7 +160,7 @@ class RateDeriver:
     last: Snapshot | None = None
     carried: dict[str, _Rates] = field(default_factory=dict)  # VF -> its rates at its last refresh
     carried_drops: dict[str, float] = field(default_factory=dict)  # guest -> its last drop rate
-    carried_split: dict[str, tuple[float, float]] = field(default_factory=dict)  # guest -> its last _cpu_split
+    carried_split: dict[str, tuple[float, float, float]] = field(default_factory=dict)  # guest -> its last _cpu_split
     # A port user's demand: its highest rx rate over this long. Longer than a neighbour's cold
     # search, whose low probes come between higher ones.
     share_memory_s: float = 15.0
@@ -192,7 +192,7 @@ class RateDeriver:
         rows: dict[str, list[object]] = {}
         cpu_of: dict[str, float | None] = {}  # guest -> its CPU s/s over the interval
         drops_of: dict[str, float | None] = {}  # guest -> its drops/s (rated once a tick per guest)
-        split_of: dict[str, tuple[float, float] | None] = {}  # guest -> its (irq, user) s/s, likewise
+        split_of: dict[str, tuple[float, float, float] | None] = {}  # guest -> its (irq, user) s/s, likewise
         t, carried, pending_get, itrs_get = snap.time, self.carried, pending.get, itrs.get
         for vf, guest, shared in layout.vfs:
             pci = vf.pci
@@ -236,7 +236,7 @@ class RateDeriver:
                 None, None, None,  # port_rx_bps, port_rx_capacity_bps, port_rx_share_bps
                 dropped, pending_get(pci),
                 None, None,  # guest_bps, rx_dropped_share_pps
-                *(split if split is not None else (None, None)),  # guest_irq_cpu, guest_user_cpu
+                *(split if split is not None else (None, None, None)),  # guest_irq_cpu, _user_cpu, _idle_cpu
             ]
         if layout.multi_guests:
             self._guest_totals(rows, layout, drops_of)
@@ -294,7 +294,7 @@ class RateDeriver:
         rate = self.carried_drops[guest] = max(0, d1 - d0) / (t1 - t0)
         return rate
 
-    def _cpu_split(self, guest: str, snap: Snapshot, prev: Snapshot) -> tuple[float, float] | None:
+    def _cpu_split(self, guest: str, snap: Snapshot, prev: Snapshot) -> tuple[float, float, float] | None:
         """A guest's (interrupt, user) CPU seconds per second between its two latest reads of its
         own accounting, read with its drops (so at their times; a read not renewed since the last
         snapshot carries the last rates). None when either snapshot lacks it; a count that went
@@ -308,7 +308,7 @@ class RateDeriver:
             return self.carried_split.get(guest)
         dt = t1 - t0
         split = self.carried_split[guest] = (max(0.0, c1.interrupts - c0.interrupts) / dt,
-                                             max(0.0, c1.user - c0.user) / dt)
+                                             max(0.0, c1.user - c0.user) / dt, max(0.0, c1.idle - c0.idle) / dt)
         return split
 
     def _peak(self, key: str, t: float, bps: float) -> float:
@@ -384,4 +384,4 @@ _FIELDS = [f.name for f in fields(VfSample)]
 assert (_FIELDS[_RX_PPS], _FIELDS[_RX_BPS], _FIELDS[_TX_BPS], _FIELDS[_PORT_BPS], _FIELDS[_PORT_CAPACITY],
         _FIELDS[_PORT_SHARE], _FIELDS[16], _FIELDS[17], _FIELDS[_GUEST_BPS], _FIELDS[_DROPPED_SHARE], len(_FIELDS)) == (
     "rx_pps", "rx_bps", "tx_bps", "port_rx_bps", "port_rx_capacity_bps", "port_rx_share_bps",
-    "rx_dropped_pps", "itr_pending", "guest_bps", "rx_dropped_share_pps", 22), "VfSample's fields moved"
+    "rx_dropped_pps", "itr_pending", "guest_bps", "rx_dropped_share_pps", 23), "VfSample's fields moved"

@@ -26,6 +26,8 @@ class Mechanism:
 
 MECHANISMS: tuple[Mechanism, ...] = (
     Mechanism("host-memory", "a VF's unseen class starts from another VF's setting for it", {"host_memory": False}),
+    Mechanism("guest-share", "on a full guest a window's merit counts its processes' share of the vCPUs",
+              {"guest_share": False}),
     Mechanism("port-judge", "windows on a saturated port are judged on the VF's share", {"port_saturation": float(NEVER)}),
     Mechanism("load-change-restart", "a lasting change of rate restarts the search", {"load_change": float(NEVER)}),
     Mechanism("periodic-restart", "the restart every N interrupts or M seconds (the mission's)",

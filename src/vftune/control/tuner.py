@@ -41,7 +41,7 @@ from vftune.control.objective import Goal
 from vftune.control.policy import VfPolicy
 from vftune.control.port import PortJudge
 from vftune.control.restart import RestartClock
-from vftune.control.window import Window, WindowMeter, joined, starved
+from vftune.control.window import AppReference, Window, WindowMeter, app_share, joined, starved
 from vftune.itr import quantize_itr, same_itr
 from vftune.model import Capabilities, ItrDecision, VfSample
 
@@ -77,6 +77,7 @@ class TunerOptions:
     quantize: bool = True  # probe only rates the 82599 can deliver (2.048-us steps)
     max_apply_misses: int = 3  # samples showing another ITR than the probe before giving up
     host_memory: bool = True  # a VF's unseen class starts from another VF's setting for it
+    guest_share: bool = True  # on a full guest, a window's merit counts its processes' share (app_share)
     port_saturation: float = 0.98  # a port loaded to this share of its line rate is saturated ...
     port_memory_s: float = 60.0  # ... and stays so this long after a window found it so
     port_gain: float = 0.01  # a VF taking its share must raise the port's total by this much
@@ -149,6 +150,8 @@ class _Search:
     # Each probed rate's class as last measured: the load's class at the chosen rate is what
     # the result is remembered for (probes move the packet rate, and so its decade).
     classes: dict[int, WorkloadClass] = field(default_factory=dict)
+    # The guest's processes in the search's first window: what app_share measures against.
+    app_ref: AppReference | None = None
 
 
 # Restart causes as the benchmark counts them.
@@ -449,7 +452,12 @@ class SearchTuner(VfPolicy):
             self.active.capped += 1
             self._note(w.end, Cause.PORT, load=w.port_load or 0.0, credited_mbps=round(verdict.credited_bps / 1e6),
                        mbps=round(w.bps / 1e6))
-        search.tell(self.probe_itr, verdict.credited_bps, w.cpu_per_bit(self.options.host_irq_cost_s),
+        credited = verdict.credited_bps
+        if self.options.guest_share:
+            if self.active.app_ref is None:
+                self.active.app_ref = AppReference.of(w)
+            credited *= app_share(w, self.active.app_ref)
+        search.tell(self.probe_itr, credited, w.cpu_per_bit(self.options.host_irq_cost_s),
                     scale=w.bps if w.dropped_bits else None, interrupt_rate=w.interrupt_rate)
         if self.probe_itr == 0 and self.active.klass is not None:
             self._slices.pop(self.active.klass.shape, None)  # the adaptive ITR is measured
@@ -547,7 +555,8 @@ class SearchTuner(VfPolicy):
             cost_margin=verdict.cost_margin if verdict is not None and verdict.saturated else None,
         )
         self.searches += 1
-        self.active = self._last_search = _Search(search, klass, s.t)
+        self.active = self._last_search = _Search(search, klass, s.t, app_ref=AppReference.of(baseline)
+                                                  if same and baseline is not None else None)
         self.phase = Phase.PROBING
         self.held_class = klass
         if cause in _RESTART_KEYS:

@@ -47,6 +47,10 @@ class Window:
     # own rate when it is one span): a window whose load stopped or started inside it shows a
     # span near zero beside busy ones.
     lowest_part_bps: float | None = None
+    # The owning guest's own process and idle CPU seconds over the window (its agent's
+    # accounting), None when unknown for part of it.
+    user_cpu_s: float | None = None
+    idle_cpu_s: float | None = None
 
     @property
     def duration(self) -> float:
@@ -122,6 +126,39 @@ def starved(w: Window) -> bool:
     return rate is not None and rate > w.pps + IDLE_IRQ_ALLOWANCE
 
 
+# A guest with less idle than this (CPU s/s over all its vCPUs; 50 ms a second, a few of its
+# clock's 10-ms ticks per window) is full: its processes get what its interrupts leave them.
+FULL_IDLE_CPU = 0.05
+
+
+@dataclass(frozen=True)
+class AppReference:
+    """The guest's process CPU s/s in a search's first window, and whether its vCPUs were full."""
+
+    user_cpu: float
+    full: bool
+
+    @staticmethod
+    def of(w: Window) -> AppReference | None:
+        """None when the guest's agent does not report its accounting."""
+        if w.user_cpu_s is None or w.idle_cpu_s is None or w.duration <= 0:
+            return None
+        return AppReference(w.user_cpu_s / w.duration, w.idle_cpu_s / w.duration <= FULL_IDLE_CPU)
+
+
+def app_share(w: Window, ref: AppReference | None) -> float:
+    """What a window's merit is weighed by: the guest's process time in it against the search's
+    first window, where the guest's vCPUs were full in either. Interrupts and softirqs run first,
+    so on a full guest a rate that buys bits takes them from its applications (which the bench's
+    merit, and the operator, count). A guest with idle vCPUs at both gave its processes what they
+    asked: 1, not its clock's noise. 1 too when its agent does not report its accounting."""
+    if ref is None or ref.user_cpu <= 0 or w.user_cpu_s is None or w.idle_cpu_s is None or w.duration <= 0:
+        return 1.0
+    if not ref.full and w.idle_cpu_s / w.duration > FULL_IDLE_CPU:
+        return 1.0
+    return max(0.0, w.user_cpu_s) / w.duration / ref.user_cpu
+
+
 def median_window(windows: list[Window]) -> Window:
     """The window with the median bit rate: a typical one, not a burst's."""
     ordered = sorted(windows, key=lambda w: w.bps)
@@ -143,7 +180,8 @@ def joined(windows: Sequence[Window]) -> Window:
                   total([w.port_capacity_bits for w in windows]), total([w.share_bits for w in windows]),
                   sum(w.rx_packets for w in windows), total([w.cpu_s for w in windows]),
                   total([w.dropped_bits for w in windows]), total([w.guest_bits for w in windows]),
-                  min(w.bps if w.lowest_part_bps is None else w.lowest_part_bps for w in windows))
+                  min(w.bps if w.lowest_part_bps is None else w.lowest_part_bps for w in windows),
+                  total([w.user_cpu_s for w in windows]), total([w.idle_cpu_s for w in windows]))
 
 
 class MedianPool:
@@ -212,6 +250,8 @@ class _Sums:
         self.part_bits = 0.0  # the span since the last refresh inside the window
         self.part_s = 0.0
         self.lowest_part: float | None = None
+        self.user: float | None = 0.0
+        self.idle: float | None = 0.0
 
     def add(self, s: VfSample) -> None:
         # Each field read once (one sample a VF a tick): the same products and sums, in the same order.
@@ -223,6 +263,9 @@ class _Sums:
         self.rx_packets += rx_pps * dt
         cpu, guest_cpu = self.cpu, s.guest_cpu
         self.cpu = None if guest_cpu is None or cpu is None else cpu + guest_cpu * dt
+        user, idle = self.user, self.idle
+        self.user = None if user is None or s.guest_user_cpu is None else user + s.guest_user_cpu * dt
+        self.idle = None if idle is None or s.guest_idle_cpu is None else idle + s.guest_idle_cpu * dt
         guest_bps = s.guest_bps
         if guest_bps is None:
             self.guest_bits += bits
@@ -261,7 +304,7 @@ class _Sums:
         port: list[float | None] = list(self.port) if self.port else [None, None, None]
         return Window(self.origin, end, self.bits, self.packets, self.interrupts, itr,
                       self.rx_bits, port[0], port[1], port[2], self.rx_packets, self.cpu, self.dropped,
-                      self.guest_bits if self.shared else None, self.lowest_part)
+                      self.guest_bits if self.shared else None, self.lowest_part, self.user, self.idle)
 
 
 class WindowMeter:
