@@ -160,7 +160,7 @@ class RateDeriver:
     last: Snapshot | None = None
     carried: dict[str, _Rates] = field(default_factory=dict)  # VF -> its rates at its last refresh
     carried_drops: dict[str, float] = field(default_factory=dict)  # guest -> its last drop rate
-    carried_split: dict[str, tuple[float, float, float]] = field(default_factory=dict)  # guest -> its last _cpu_split
+    carried_split: dict[str, tuple[float, float, float]] = field(default_factory=dict)  # guest -> its last CPU split
     # A port user's demand: its highest rx rate over this long. Longer than a neighbour's cold
     # search, whose low probes come between higher ones.
     share_memory_s: float = 15.0
@@ -223,8 +223,7 @@ class RateDeriver:
                     c1, c0 = snap_cpu.get(guest), prev_cpu.get(guest)
                     cpu = cpu_of[guest] = max(0.0, c1 - c0) / dt if c1 is not None and c0 is not None else None
                 if guest not in drops_of:
-                    drops_of[guest] = self._drop_rate(guest, snap, prev)
-                    split_of[guest] = self._cpu_split(guest, snap, prev)
+                    drops_of[guest], split_of[guest] = self._guest_rates(guest, snap, prev)
                 split = split_of[guest]
                 if not shared:
                     dropped = drops_of[guest]
@@ -279,37 +278,34 @@ class RateDeriver:
                 share = rate * cast(float, row[_RX_PPS]) / packets[guest] if packets[guest] > 0 else 0.0
             row[_GUEST_BPS], row[_DROPPED_SHARE] = bits[guest], share
 
-    def _drop_rate(self, guest: str, snap: Snapshot, prev: Snapshot) -> float | None:
-        """A guest's socket drops per second between its two latest reads (an agent is read off
-        the tick: a count may be older than its snapshot, and one not read again since the last
-        snapshot carries the last rate). None when either snapshot lacks the guest; a count that
-        went back (the guest rebooted) rates 0."""
+    def _guest_rates(self, guest: str, snap: Snapshot,
+                     prev: Snapshot) -> tuple[float | None, tuple[float, float, float] | None]:
+        """A guest's socket drops per second, and its own (interrupt, user, idle) CPU seconds per
+        second, between its two latest reads (one read gives both; an agent is read off the
+        tick: a count may be older than its snapshot, and one not read again since the last
+        snapshot carries the last rates). None where either snapshot lacks it; a count that went
+        back (the guest rebooted) rates 0."""
+        t1, t0 = snap.guest_rx_drops_time.get(guest, snap.time), prev.guest_rx_drops_time.get(guest, prev.time)
+        renewed = t1 > t0
+        drops: float | None = None
         d1, d0 = snap.guest_rx_drops.get(guest), prev.guest_rx_drops.get(guest)
         if d1 is None or d0 is None:
             self.carried_drops.pop(guest, None)
-            return None
-        t1, t0 = snap.guest_rx_drops_time.get(guest, snap.time), prev.guest_rx_drops_time.get(guest, prev.time)
-        if t1 <= t0:
-            return self.carried_drops.get(guest)
-        rate = self.carried_drops[guest] = max(0, d1 - d0) / (t1 - t0)
-        return rate
-
-    def _cpu_split(self, guest: str, snap: Snapshot, prev: Snapshot) -> tuple[float, float, float] | None:
-        """A guest's (interrupt, user) CPU seconds per second between its two latest reads of its
-        own accounting, read with its drops (so at their times; a read not renewed since the last
-        snapshot carries the last rates). None when either snapshot lacks it; a count that went
-        back (the guest rebooted) rates 0."""
+        elif not renewed:
+            drops = self.carried_drops.get(guest)
+        else:
+            drops = self.carried_drops[guest] = max(0, d1 - d0) / (t1 - t0)
+        split: tuple[float, float, float] | None = None
         c1, c0 = snap.guest_cpu_times.get(guest), prev.guest_cpu_times.get(guest)
         if c1 is None or c0 is None:
             self.carried_split.pop(guest, None)
-            return None
-        t1, t0 = snap.guest_rx_drops_time.get(guest, snap.time), prev.guest_rx_drops_time.get(guest, prev.time)
-        if t1 <= t0:
-            return self.carried_split.get(guest)
-        dt = t1 - t0
-        split = self.carried_split[guest] = (max(0.0, c1.interrupts - c0.interrupts) / dt,
-                                             max(0.0, c1.user - c0.user) / dt, max(0.0, c1.idle - c0.idle) / dt)
-        return split
+        elif not renewed:
+            split = self.carried_split.get(guest)
+        else:
+            dt = t1 - t0
+            split = self.carried_split[guest] = (max(0.0, c1.interrupts - c0.interrupts) / dt,
+                                                 max(0.0, c1.user - c0.user) / dt, max(0.0, c1.idle - c0.idle) / dt)
+        return drops, split
 
     def _peak(self, key: str, t: float, bps: float) -> float:
         """The highest of this user's rx rates over the last share_memory_s, this one included."""
