@@ -152,11 +152,10 @@ def app_share(w: Window, ref: AppReference | None) -> float:
     so on a full guest a rate that buys bits takes them from its applications (which the bench's
     merit, and the operator, count). A guest with idle vCPUs at both gave its processes what they
     asked: 1, not its clock's noise. 1 too when its agent does not report its accounting."""
-    if ref is None or ref.user_cpu <= 0 or w.user_cpu_s is None or w.idle_cpu_s is None or w.duration <= 0:
+    now = AppReference.of(w)
+    if ref is None or now is None or ref.user_cpu <= 0 or not (now.full or ref.full):
         return 1.0
-    if not ref.full and w.idle_cpu_s / w.duration > FULL_IDLE_CPU:
-        return 1.0
-    return max(0.0, w.user_cpu_s) / w.duration / ref.user_cpu
+    return max(0.0, now.user_cpu) / ref.user_cpu
 
 
 def median_window(windows: list[Window]) -> Window:
