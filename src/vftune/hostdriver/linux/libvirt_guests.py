@@ -177,6 +177,7 @@ class GuestDirectory:
         self._conn: Any = None
         self._thread: threading.Thread | None = None
         self._libvirt: ModuleType | None = None
+        self._missing = False
         self.connects = 0
 
     # -- readers (never block) ---------------------------------------------
@@ -193,9 +194,14 @@ class GuestDirectory:
     def start(self, wait_s: float = 5.0) -> GuestView:
         """Start the worker and wait (bounded) for the first load or the first failure."""
         if self._thread is None:
+            if self._missing:  # libvirt-python is not installed: said once, and it stays so
+                return self._view
             try:
                 self._libvirt = import_libvirt()
             except HostError as exc:
+                # Published once: every inventory calls start(), and each publication asks the
+                # agent for another inventory.
+                self._missing = True
                 self._publish({}, [str(exc)], connected=False)
                 self._first_load.set()
                 return self._view
