@@ -29,7 +29,7 @@ from vftune.api.metrics import build_registry
 from vftune.hostdriver.linux.guest_agent import socket_connector
 from vftune.hostdriver.linux.guest_agent.cpustats import CpuStatsError, parse_cpustats
 from vftune.hostdriver.linux.guest_agent.socket_drops import DropsLimits, DropsReading, GuestDropsReader
-from vftune.model import GuestCpuTimes
+from vftune.model import GUEST_CLOCK_TICK_S, GuestCpuTimes
 from vftune.sim.host import SimHost
 from vftune.store.db import Store
 
@@ -50,6 +50,10 @@ def test_a_real_qemu_ga_reply_sums_its_vcpus_in_seconds() -> None:
     assert times.idle == pytest.approx((a["idle"] + a["iowait"] + b["idle"] + b["iowait"]) / 1000)
     assert times.system == pytest.approx((a["system"] + b["system"]) / 1000)
     assert times.steal == pytest.approx((a["steal"] + b["steal"]) / 1000)
+    # Whole clock ticks of the guest's kernel (USER_HZ), in milliseconds: what the simulated host's
+    # guests report too.
+    tick_ms = round(GUEST_CLOCK_TICK_S * 1000)
+    assert all(v % tick_ms == 0 for cpu in REAL_REPLY for k, v in cpu.items() if k not in ("type", "cpu"))
 
 
 def test_a_kernel_without_the_later_columns_counts_them_zero() -> None:
@@ -257,10 +261,15 @@ def test_the_simulated_host_accounts_every_vcpu_second() -> None:
         if vm.name not in with_agent:
             continue
         a, b = after.guest_cpu_times[vm.name], before.guest_cpu_times[vm.name]
-        # Within the whole milliseconds qemu-ga reports, per field and reading.
-        assert a.total - b.total == pytest.approx(20.0 * vm.vcpus, abs=0.01)
+        # In the guest kernel's clock ticks, as qemu-ga reports them (its reply captured here is
+        # in whole 10-ms ticks too): within a tick per field and reading.
+        for reading in (a, b):
+            for v in (reading.user, reading.interrupts, reading.idle, reading.steal):
+                assert v / GUEST_CLOCK_TICK_S == pytest.approx(round(v / GUEST_CLOCK_TICK_S), abs=1e-6)
+        assert a.total - b.total == pytest.approx(20.0 * vm.vcpus, abs=4 * GUEST_CLOCK_TICK_S)
         busy = (a.user - b.user) + (a.system - b.system) + (a.interrupts - b.interrupts)
-        assert busy == pytest.approx(after.guest_cpu[vm.name] - before.guest_cpu[vm.name], abs=0.01)
+        assert busy == pytest.approx(after.guest_cpu[vm.name] - before.guest_cpu[vm.name],
+                                     abs=3 * GUEST_CLOCK_TICK_S)
         assert a.interrupts > b.interrupts  # every guest here receives
 
 

@@ -141,6 +141,11 @@ class VfCounters:
 make_vf_counters = maker(VfCounters)
 
 
+# A Linux guest counts CPU time in USER_HZ ticks (100 a second); qemu-ga reports whole ticks as
+# milliseconds, so any reading is a multiple of this.
+GUEST_CLOCK_TICK_S = 0.01
+
+
 @dataclass(frozen=True)
 class GuestCpuTimes:
     """A guest's own CPU accounting, cumulative seconds summed over its vCPUs: its kernel's

@@ -14,7 +14,7 @@ from collections import deque
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
-from vftune.model import VfSample
+from vftune.model import GUEST_CLOCK_TICK_S, VfSample
 
 EPS = 1e-6
 
@@ -133,27 +133,32 @@ FULL_IDLE_CPU = 0.05
 
 @dataclass(frozen=True)
 class AppReference:
-    """The guest's process CPU s/s in a search's first window, and whether its vCPUs were full."""
+    """The guest's processes in a search's first window: their CPU s/s, whether its vCPUs were
+    full, and their CPU seconds in it (how many of the guest's clock ticks the share is read in)."""
 
     user_cpu: float
     full: bool
+    user_cpu_s: float
 
     @staticmethod
     def of(w: Window) -> AppReference | None:
         """None when the guest's agent does not report its accounting."""
         if w.user_cpu_s is None or w.idle_cpu_s is None or w.duration <= 0:
             return None
-        return AppReference(w.user_cpu_s / w.duration, w.idle_cpu_s / w.duration <= FULL_IDLE_CPU)
+        return AppReference(w.user_cpu_s / w.duration, w.idle_cpu_s / w.duration <= FULL_IDLE_CPU, w.user_cpu_s)
 
 
-def app_share(w: Window, ref: AppReference | None) -> float:
+def app_share(w: Window, ref: AppReference | None, resolution: float) -> float:
     """What a window's merit is weighed by: the guest's process time in it against the search's
     first window, where the guest's vCPUs were full in either. Interrupts and softirqs run first,
     so on a full guest a rate that buys bits takes them from its applications (which the bench's
-    merit, and the operator, count). A guest with idle vCPUs at both gave its processes what they
-    asked: 1, not its clock's noise. 1 too when its agent does not report its accounting."""
+    merit, and the operator, count). 1 where the share cannot be read: a guest with idle vCPUs
+    at both (its processes got what they asked), a reference too short in the guest's clock ticks
+    to read a share within `resolution` (relative; a guest busy with its network work alone), or
+    a guest whose agent does not report its accounting."""
     now = AppReference.of(w)
-    if ref is None or now is None or ref.user_cpu <= 0 or not (now.full or ref.full):
+    if (ref is None or now is None or not (now.full or ref.full)
+            or ref.user_cpu_s * resolution < GUEST_CLOCK_TICK_S):
         return 1.0
     return max(0.0, now.user_cpu) / ref.user_cpu
 

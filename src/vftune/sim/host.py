@@ -25,6 +25,7 @@ from vftune.control.hybrid import NAPI_BUDGET
 from vftune.hostdriver.base import HostDriver, drops_scope
 from vftune.itr import MAX_VFS_PER_PF, PF_DEVICE_ID_SFP
 from vftune.model import (
+    GUEST_CLOCK_TICK_S,
     RX_MODES,
     Applied,
     Capabilities,
@@ -185,8 +186,8 @@ class SimHost(HostDriver):
             # them through the QEMU guest agent); without one they are unknown.
             drops = {name: int(n) for name, n in self.sim.guest_rx_drops.items() if self.spec.guest_has_agent(name)}
             # So do they their own CPU accounting (guest-get-cpustats), whole milliseconds as qemu-ga's.
-            times = {name: GuestCpuTimes(user=_ms(user), system=0.0, interrupts=_ms(irq), idle=_ms(idle),
-                                         steal=_ms(steal))
+            times = {name: GuestCpuTimes(user=_ticks(user), system=0.0, interrupts=_ticks(irq),
+                                         idle=_ticks(idle), steal=_ticks(steal))
                      for name, (user, irq, idle, steal) in self.sim.guest_cpu_times.items() if name in drops}
             return Snapshot(time=now, vfs=vfs, pfs=pfs, guest_cpu=dict(self.sim.guest_cpu),
                             host_irq_cpu=self.sim.host_irq_cpu_visible, host_cpus=self.spec.host_cpus,
@@ -366,6 +367,6 @@ class SimHost(HostDriver):
         self.stop()
 
 
-def _ms(seconds: float) -> float:
-    """Seconds as qemu-ga reports them: whole milliseconds."""
-    return math.floor(seconds * 1000.0) / 1000.0
+def _ticks(seconds: float) -> float:
+    """Seconds as qemu-ga reports them: whole clock ticks of the guest's kernel."""
+    return math.floor(seconds / GUEST_CLOCK_TICK_S) * GUEST_CLOCK_TICK_S
