@@ -569,23 +569,23 @@ def test_slices_taken_apart_in_time_join_into_one_window_of_their_sums():
 
 
 def test_a_windows_merit_counts_the_applications_share_only_on_a_full_guest():
-    def w(user: float | None, idle: float | None) -> Window:  # one second
+    def w(user: float | None, idle: float | None) -> Window:  # one second: a tick is 0.01 of its rates
         return Window(0.0, 1.0, 5e8, 4e4, 5000, 20000, user_cpu_s=user, idle_cpu_s=idle)
 
-    margin = 0.02  # the search's noise margin: a share is read to within it, or not used
     roomy, full = AppReference.of(w(1.2, 0.6)), AppReference.of(w(0.9, 0.0))
-    assert roomy == AppReference(pytest.approx(1.2), False, pytest.approx(1.2)) and full is not None and full.full
-    assert app_share(w(1.0, 0.5), roomy, margin) == 1.0  # idle vCPUs at both rates: its clock's noise, not a loss
-    assert app_share(w(0.6, 0.01), roomy, margin) == pytest.approx(0.5)  # full now: half what it got before
-    assert app_share(w(1.2, 0.3), full, margin) == pytest.approx(4 / 3)  # room again, against a full reference
-    assert app_share(w(None, None), full, margin) == 1.0 and app_share(w(0.6, 0.0), None, margin) == 1.0  # no agent
+    assert roomy == AppReference(pytest.approx(1.2), False, pytest.approx(0.01)) and full is not None and full.full
+    assert app_share(w(1.0, 0.5), roomy) == 1.0  # idle vCPUs at both rates: its clock's noise, not a loss
+    # Full now: 0.6 against 1.2, each known within a tick; the end nearest 1 of 0.59/1.19..0.61/1.21.
+    assert app_share(w(0.6, 0.01), roomy) == pytest.approx(0.61 / 1.19)
+    assert app_share(w(1.2, 0.3), full) == pytest.approx(1.19 / 0.91)  # room again, against a full reference
+    assert app_share(w(None, None), full) == 1.0 and app_share(w(0.6, 0.0), None) == 1.0  # no agent
     assert AppReference.of(w(None, 0.0)) is None
-    # A guest full with its network work alone: its processes' 20 ms are two of its clock's
-    # ticks, so a window reading one tick is its clock, not half the application.
+    # A guest full with its network work alone: 20 ms is two ticks, one tick fewer is its clock
+    # (1 to 3 ticks against 0 to 2 holds 1), not half the application's time.
     busy_receiving = AppReference.of(w(0.02, 0.0))
-    assert app_share(w(0.01, 0.0), busy_receiving, margin) == 1.0
-    # Half a second of process time is 50 ticks: a share read to within 2%.
-    assert app_share(w(0.25, 0.0), AppReference.of(w(0.5, 0.0)), margin) == pytest.approx(0.5)
+    assert app_share(w(0.01, 0.0), busy_receiving) == 1.0 and app_share(w(0.03, 0.0), busy_receiving) == 1.0
+    # A few ticks still tell a large change: 5 against 30.
+    assert app_share(w(0.05, 0.0), AppReference.of(w(0.3, 0.0))) == pytest.approx(0.06 / 0.29)
 
 
 def test_interrupts_without_traffic_read_as_starved_not_idle():

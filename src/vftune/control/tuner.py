@@ -456,7 +456,7 @@ class SearchTuner(VfPolicy):
         if self.options.guest_share:
             if self.active.app_ref is None:
                 self.active.app_ref = AppReference.of(w)
-            credited *= app_share(w, self.active.app_ref, resolution=self.options.margin)
+            credited *= app_share(w, self.active.app_ref)
         search.tell(self.probe_itr, credited, w.cpu_per_bit(self.options.host_irq_cost_s),
                     scale=w.bps if w.dropped_bits else None, interrupt_rate=w.interrupt_rate)
         if self.probe_itr == 0 and self.active.klass is not None:

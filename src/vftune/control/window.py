@@ -133,34 +133,39 @@ FULL_IDLE_CPU = 0.05
 
 @dataclass(frozen=True)
 class AppReference:
-    """The guest's processes in a search's first window: their CPU s/s, whether its vCPUs were
-    full, and their CPU seconds in it (how many of the guest's clock ticks the share is read in)."""
+    """The guest's processes in a window: their CPU s/s, whether its vCPUs were full, and how
+    finely its clock reads that rate (one of its ticks over the window, s/s)."""
 
     user_cpu: float
     full: bool
-    user_cpu_s: float
+    resolution: float
 
     @staticmethod
     def of(w: Window) -> AppReference | None:
         """None when the guest's agent does not report its accounting."""
         if w.user_cpu_s is None or w.idle_cpu_s is None or w.duration <= 0:
             return None
-        return AppReference(w.user_cpu_s / w.duration, w.idle_cpu_s / w.duration <= FULL_IDLE_CPU, w.user_cpu_s)
+        return AppReference(w.user_cpu_s / w.duration, w.idle_cpu_s / w.duration <= FULL_IDLE_CPU,
+                            GUEST_CLOCK_TICK_S / w.duration)
 
 
-def app_share(w: Window, ref: AppReference | None, resolution: float) -> float:
+def app_share(w: Window, ref: AppReference | None) -> float:
     """What a window's merit is weighed by: the guest's process time in it against the search's
     first window, where the guest's vCPUs were full in either. Interrupts and softirqs run first,
     so on a full guest a rate that buys bits takes them from its applications (which the bench's
-    merit, and the operator, count). 1 where the share cannot be read: a guest with idle vCPUs
-    at both (its processes got what they asked), a reference too short in the guest's clock ticks
-    to read a share within `resolution` (relative; a guest busy with its network work alone), or
-    a guest whose agent does not report its accounting."""
+    merit, and the operator, count). The guest's kernel counts in whole ticks, so each reading
+    is known within one: the share is taken at the end of its interval nearest 1, and is 1 where
+    the interval holds 1 (a guest busy with its network work alone, whose processes get a few
+    ticks a window). 1 too for a guest with idle vCPUs at both (its processes got what they
+    asked), or whose agent does not report its accounting."""
     now = AppReference.of(w)
-    if (ref is None or now is None or not (now.full or ref.full)
-            or ref.user_cpu_s * resolution < GUEST_CLOCK_TICK_S):
+    if ref is None or now is None or not (now.full or ref.full):
         return 1.0
-    return max(0.0, now.user_cpu) / ref.user_cpu
+    low = max(0.0, now.user_cpu - now.resolution) / (ref.user_cpu + ref.resolution)
+    if low > 1.0:
+        return low
+    above = ref.user_cpu - ref.resolution
+    return 1.0 if above <= 0 else min(1.0, (now.user_cpu + now.resolution) / above)
 
 
 def median_window(windows: list[Window]) -> Window:
