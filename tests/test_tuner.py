@@ -38,6 +38,7 @@ class SyntheticVf:
     dropped: Callable[[int], float] | None = None  # share its guest's sockets drop at a setting
     drops_shared: bool = False  # the guest owns other VFs: its drops come as this VF's share
     livelock_above: float | None = None  # above this rate the guest takes nothing off its ring
+    quantize: Callable[[float], int] = quantize_itr  # the rates its NIC delivers
     itr: int = 0
     t: int = 0
     decisions: list[tuple[int, ItrDecision]] = field(default_factory=list)
@@ -80,7 +81,7 @@ class SyntheticVf:
             d = tuner.step(self.sample())
             if d is not None:
                 self.decisions.append((self.t, d))
-                self.itr = quantize_itr(d.itr) if d.itr else 0
+                self.itr = self.quantize(d.itr) if d.itr else 0
 
 
 def at_the_knee(f: Callable[[float], float], held: float, peak: float) -> bool:
@@ -228,6 +229,20 @@ def test_balanced_walks_a_flat_plateau_below_the_throughput_objectives_delay_bou
         held[goal.objective] = tuner.state()["held_itr"]
     assert 1_500 <= held[Objective.BALANCED] < 2_000
     assert held[Objective.THROUGHPUT] >= 1e6 / 250 * 0.99
+
+
+def test_a_nic_with_longer_intervals_is_searched_down_to_its_own_lowest_rate():
+    """A host whose NIC counts its interval in 1.024-us units down to 305/s (an e1000's delay
+    register): an overloaded receiver, whose applications get more the fewer interrupts take
+    its guest's CPU, is held at that NIC's lowest rate, not at the 82599's 956/s."""
+    nic = Capabilities(backend="synthetic", vf_itr=True, counter_refresh_s=2.0, itr_min=305, itr_max=976_562,
+                       itr_unit_us=1.024)
+    vf = SyntheticVf(lambda r: 1e9, dropped=lambda itr: min(0.95, (itr or ADAPTIVE_RATE) / 1000), quantize=nic.quantize)
+    tuner = SearchTuner(PCI, nic)
+    vf.run(tuner, 120)
+    assert tuner.state()["phase"] == "holding"
+    assert tuner.state()["held_itr"] == 305
+    assert all(nic.quantize(d.itr) == d.itr for _, d in vf.decisions if d.itr)  # only rates the NIC delivers
 
 
 def test_a_quiet_vf_with_a_few_housekeeping_interrupts_is_idle():

@@ -69,6 +69,14 @@ def quantize_itr(itr: float) -> int:
     return steps_to_itr(itr_steps(itr))
 
 
+def quantize_units(itr: float, unit_us: float, itr_min: int) -> int:
+    """The rate a NIC whose interval counts `unit_us` units delivers for a request: whole
+    units, from one up to the longest interval (the rate itr_min). quantize_itr is the 82599's."""
+    longest = max(1, round(1e6 / (itr_min * unit_us)))
+    units = max(1, min(longest, round(1e6 / (itr * unit_us))))
+    return int(round(1e6 / (units * unit_us)))
+
+
 def itr_to_usecs(itr: int) -> int:
     """Interrupts/s to the drivers' rx-usecs (even, 2..1022) that deliver the nearest rate.
 

@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any, Literal, TypeVar
 
-from vftune.itr import ITR_MAX_RATE, ITR_MIN_RATE
+from vftune.itr import ITR_MAX_RATE, ITR_MIN_RATE, ITR_STEP_US, quantize_units
 
 T = TypeVar("T")
 
@@ -210,6 +210,18 @@ class Capabilities:
     counter_refresh_s: float = 2.0  # how old a VF counter may be
     missing: tuple[str, ...] = ()  # why a capability is absent, one line each
     vf_itr_unsupported_pfs: tuple[str, ...] = ()  # PFs whose VFs' ITR cannot be set (stock driver)
+    # One unit of the NIC's interval register (the 82599's EITR step): the rates it delivers are
+    # 1e6 / (units * this), up to the interval of itr_min.
+    itr_unit_us: float = ITR_STEP_US
+
+    def quantize(self, itr: float) -> int:
+        """The rate this host's NIC delivers for a request (whole interval units)."""
+        return quantize_units(itr, self.itr_unit_us, self.itr_min)
+
+    @property
+    def longest_interval_us(self) -> float:
+        """The NIC's longest interrupt interval: that of its lowest rate."""
+        return 1e6 / self.itr_min
 
 
 @dataclass(frozen=True)

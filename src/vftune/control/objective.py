@@ -32,7 +32,7 @@ from dataclasses import dataclass, replace
 from enum import StrEnum
 
 from vftune.control.itr_search import SearchConfig
-from vftune.itr import MAX_RX_USECS
+from vftune.itr import ITR_MIN_RATE, MAX_RX_USECS
 
 CPU_WORTH = 1.0  # throughput: a gain must be at least the rise in CPU per Gb
 BALANCED_MARGIN = 0.03  # balanced (the default): the lowest rate within 3% of the VF's best
@@ -83,8 +83,9 @@ class Goal:
         return cls(Objective.parse(objective) if isinstance(objective, str) else objective, max_interval_us,
                    margin)
 
-    def search_config(self, base: SearchConfig) -> SearchConfig:
-        """The search's decision rules under this goal (budget and stop rules from `base`)."""
+    def search_config(self, base: SearchConfig, longest_us: float = 1e6 / ITR_MIN_RATE) -> SearchConfig:
+        """The search's decision rules under this goal (budget and stop rules from `base`), on a
+        NIC whose longest interrupt interval is `longest_us` (default: the 82599's)."""
         if self.objective is Objective.BALANCED:
             # The knee: the lowest rate within the margin of the best measured (the guest's own
             # adaptive ITR included), and throughput's CPU rule against the adaptive ITR: on the
@@ -97,13 +98,13 @@ class Goal:
             # (docs/tuning-history.md, "Tuner v3, second round").
             cfg = replace(base, plateau_margin=margin, harm_margin=max(base.harm_margin, margin),
                           cpu_worth=CPU_WORTH if base.cpu_worth is None else base.cpu_worth,
-                          max_interval_us=float(MAX_RX_USECS))
+                          max_interval_us=longest_us)
         elif self.objective is Objective.EFFICIENCY:
             # The margin is given up against the best measured rate and against the guest's own
             # adaptive ITR alike: the operator traded that much throughput for fewer interrupts.
             margin = EFFICIENCY_MARGIN if self.margin is None else self.margin
             cfg = replace(base, plateau_margin=margin, harm_margin=max(base.harm_margin, margin),
-                          cpu_worth=EFFICIENCY_CPU_WORTH, max_interval_us=float(MAX_RX_USECS))
+                          cpu_worth=EFFICIENCY_CPU_WORTH, max_interval_us=longest_us)
         elif self.objective is Objective.LATENCY:
             cfg = replace(base, plateau_margin=0.0, max_interval_us=LATENCY_MAX_INTERVAL_US, cpu_worth=None,
                           ties_up=True)

@@ -74,7 +74,7 @@ class TunerOptions:
     reference_windows: int = 3  # the held load's reference: median of this many windows
     min_throughput_bps: float = 1e6  # below this a VF is idle: nothing to tune
     warm_span: float = 2.0  # periodic restarts search [best/span, best*span]
-    quantize: bool = True  # probe only rates the 82599 can deliver (2.048-us steps)
+    quantize: bool = True  # probe only rates the host's NIC can deliver (whole interval units)
     max_apply_misses: int = 3  # samples showing another ITR than the probe before giving up
     host_memory: bool = True  # a VF's unseen class starts from another VF's setting for it
     guest_share: bool = True  # on a full guest, a window's merit counts its processes' share (app_share)
@@ -114,11 +114,13 @@ class TunerOptions:
             raise ValueError(f"unknown tuner option {unknown[0]!r}; known: {', '.join(sorted(known))}")
         return cls(**values)  # type: ignore[arg-type]
 
-    def search_config(self) -> SearchConfig:
+    def search_config(self, caps: Capabilities | None = None) -> SearchConfig:
+        """The search's budget and stop rules; rates quantized to the NIC of `caps` (default: the 82599)."""
+        quantize = (caps.quantize if caps is not None else quantize_itr) if self.quantize else None
         return SearchConfig(
             tolerance=self.tolerance, rel_tolerance=self.rel_tolerance, margin=self.margin,
             plateau_margin=self.plateau_margin, harm_margin=self.harm_margin, max_repeats=self.max_repeats,
-            max_probes=max(3, self.max_probes), quantize=quantize_itr if self.quantize else None,
+            max_probes=max(3, self.max_probes), quantize=quantize,
         )
 
 
@@ -174,7 +176,7 @@ class SearchTuner(VfPolicy):
         self.goal = goal or Goal()
         if self.goal.max_interval_us is None and o.max_interval_us is not None:
             self.goal = replace(self.goal, max_interval_us=o.max_interval_us)
-        self.search_config = self.goal.search_config(o.search_config())
+        self.search_config = self.goal.search_config(o.search_config(caps), caps.longest_interval_us)
         self.full_bracket = bracket_from_capabilities(caps)
         if self.goal.bounds_delay:
             # A bound on the added delay is a hard floor: no probe goes below it either.

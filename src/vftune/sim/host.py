@@ -106,7 +106,8 @@ class SimHost(HostDriver):
 
     def capabilities(self) -> Capabilities:
         return Capabilities(
-            backend="sim", itr_min=self.nic.itr_min, itr_max=self.nic.itr_max, vf_itr=True, vf_itr_bounds=True,
+            backend="sim", itr_min=self.nic.itr_min, itr_max=self.nic.itr_max, itr_unit_us=self.nic.step_us,
+            vf_itr=True, vf_itr_bounds=True,
             rx_modes=RX_MODES,
             napi_budget=True,
             counter_refresh_s=0.0 if self.sim.patched_counters else (
