@@ -565,22 +565,40 @@ def test_a_switch_to_jumbo_frames_is_a_new_load_searched_at_once():
     assert tuner.state()["phase"] == "holding" and tuner.state()["held_itr"] < 16_000
 
 
-def test_a_class_another_vf_of_the_host_learned_is_recalled_first():
+def _second_vf_after_a_first(second_curve: Callable[[float], float]) -> tuple[SearchTuner, SyntheticVf, int]:
+    """A VF that meets a class another VF of the host searched: (its tuner, it, the first's rate)."""
     from vftune.control.memory import HostProfiles
 
     shared = HostProfiles()
     first = SyntheticVf(curve(48_000))
     t1 = SearchTuner(PCI, caps(), profiles=shared)
     first.run(t1, 150)
-    second = SyntheticVf(curve(48_000))
+    second = SyntheticVf(second_curve)
     t2 = SearchTuner("0000:03:10.2", caps(), profiles=shared)
-    for _ in range(10):
+    for _ in range(40):
         d = t2.step(replace(second.sample(), pci="0000:03:10.2"))
         if d is not None:
             second.decisions.append((second.t, d))
             second.itr = quantize_itr(d.itr) if d.itr else 0
-    assert second.decisions and second.decisions[0][1].cause == "recall"
-    assert "(host)" in second.decisions[0][1].reason and t2.searches == 0
+    return t2, second, t1.state()["held_itr"]
+
+
+def test_a_class_another_vf_of_the_host_learned_is_checked_and_held():
+    """The same load on a second VF: the first VF's rate is measured once against the adaptive
+    ITR (not searched for again) and held."""
+    t2, second, learned = _second_vf_after_a_first(curve(48_000))
+    start = second.decisions[0][1]
+    assert start.cause == "start" and f"checking another VF's {learned}/s against the adaptive ITR" in start.reason
+    assert t2.state()["phase"] == "holding" and t2.state()["held_itr"] == learned
+    assert sum(d.cause == "probe" for _, d in second.decisions) <= 3 and t2.searches == 1
+
+
+def test_another_vfs_rate_that_measures_worse_than_the_adaptive_itr_is_not_held():
+    """A load of the same class (rate, packet size, direction) that the first VF's rate serves
+    30% worse than the guest's own adaptive ITR does: the adaptive ITR stays (do no harm)."""
+    t2, second, learned = _second_vf_after_a_first(curve(ADAPTIVE_RATE))
+    assert any(d.itr == learned for _, d in second.decisions)  # measured
+    assert t2.state()["phase"] == "holding" and t2.state()["held_itr"] == 0 and second.itr == 0
 
 
 def test_the_adaptive_itr_is_measured_over_several_windows():

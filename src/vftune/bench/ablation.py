@@ -26,6 +26,8 @@ class Mechanism:
 
 MECHANISMS: tuple[Mechanism, ...] = (
     Mechanism("host-memory", "a VF's unseen class starts from another VF's setting for it", {"host_memory": False}),
+    Mechanism("shared-check", "another VF's setting is measured against the adaptive ITR before it is held",
+              {"shared_check": False}),
     Mechanism("guest-share", "on a full guest a window's merit counts its processes' share of the vCPUs",
               {"guest_share": False}),
     Mechanism("port-judge", "windows on a saturated port are judged on the VF's share", {"port_saturation": float(NEVER)}),

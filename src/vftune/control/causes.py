@@ -54,13 +54,13 @@ def _pct(value: object) -> str:
 
 # One template per cause; fields missing from an event are left out with their clause.
 _TEMPLATES: dict[Cause, tuple[str, ...]] = {
-    Cause.START: ("traffic seen ({mbps} Mbit/s, {klass})", "; searching {low}..{high}/s", "; {port}"),
+    Cause.START: ("traffic seen ({mbps} Mbit/s, {klass})", "; searching {low}..{high}/s", "; {shared}", "; {port}"),
     Cause.PROBE: ("{n} of {of}, {itr}", " ({role})"),
     Cause.REAPPLY: ("VF reports {seen}, asked {itr}",),
     Cause.CONVERGED: ("{outcome} after {probes} probes", "; {port_note}"),
     Cause.RESTART_PERIODIC: ("{count} {unit} since convergence", " of {klass}'s remembered {itr}",
                              "; searching {low}..{high}/s", "; {port}"),
-    Cause.RESTART_LOAD: ("{what}", "; searching {low}..{high}/s", "; {port}"),
+    Cause.RESTART_LOAD: ("{what}", "; searching {low}..{high}/s", "; {shared}", "; {port}"),
     Cause.RESTART_IN_SEARCH: ("{what} during the search", "; searching {low}..{high}/s", "; {port}"),
     Cause.RESTART_STARVED: ("no traffic at {irq_per_s} interrupts/s under {itr}: the guest takes nothing off its"
                             " ring (receive livelock)", "; searching {low}..{high}/s", "; {port}"),

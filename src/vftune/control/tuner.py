@@ -32,6 +32,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field, fields, replace
 from enum import StrEnum
+from typing import NamedTuple
 
 from vftune.control.causes import Cause, TunerEvent
 from vftune.control.change import Change, ChangeDetector, same_shape
@@ -77,6 +78,7 @@ class TunerOptions:
     quantize: bool = True  # probe only rates the host's NIC can deliver (whole interval units)
     max_apply_misses: int = 3  # samples showing another ITR than the probe before giving up
     host_memory: bool = True  # a VF's unseen class starts from another VF's setting for it
+    shared_check: bool = True  # ... measured against the adaptive ITR before it is held
     guest_share: bool = True  # on a full guest, a window's merit counts its processes' share (app_share)
     port_saturation: float = 0.98  # a port loaded to this share of its line rate is saturated ...
     port_memory_s: float = 60.0  # ... and stays so this long after a window found it so
@@ -132,6 +134,18 @@ class Convergence:
     started: float | None
     probes: int
     best: int
+
+
+class Remembered(NamedTuple):
+    """A class's remembered setting: this VF's own measurement, or another VF's (the host's)."""
+
+    klass: WorkloadClass
+    profile: Profile
+    own: bool
+
+    @property
+    def source(self) -> str:
+        return "this VF" if self.own else "host"
 
 
 class Phase(StrEnum):
@@ -301,17 +315,17 @@ class SearchTuner(VfPolicy):
         known = self._profile(klass) is not None or klass in self.suspended
         return self.options.recall_windows if known else self.options.change_windows
 
-    def _profile(self, klass: WorkloadClass | None) -> tuple[WorkloadClass, Profile, str] | None:
+    def _profile(self, klass: WorkloadClass | None) -> Remembered | None:
         """The remembered setting for a class (or its nearest decade): this VF's, else the host's."""
         if klass is None:
             return None
         mine = self.memory.nearest(klass)
         if mine is not None:
-            return (*mine, "this VF")
+            return Remembered(*mine, own=True)
         if self.options.host_memory:
             shared = self.profiles.host.nearest(klass)
             if shared is not None:
-                return (*shared, "host")
+                return Remembered(*shared, own=False)
         return None
 
     # ---- idle and holding --------------------------------------------------------------
@@ -380,11 +394,20 @@ class SearchTuner(VfPolicy):
             return self._resume(s, self.suspended.pop(klass))
         known = self._profile(klass)
         if known is not None and known[0] != self.held_class:
-            return self._recall(s, *known)
+            if known.own or not self.options.shared_check:
+                return self._recall(s, known)
+            # Another VF's setting: the class (rate, packet size, direction) does not tell a bulk
+            # sender from a request/response peer of the same shape, so the setting is a guess
+            # for this VF. It is measured against the guest's adaptive ITR, as any search's
+            # result is (do no harm), before it is held.
+            return self._begin(s, cause, warm=False, baseline=w, klass=klass, around=known.profile.itr,
+                               what=f"load changed to {klass}", mbps=round(w.bps / 1e6), klass_name=str(klass),
+                               shared=f"checking another VF's {known.profile.itr}/s against the adaptive ITR")
         return self._begin(s, cause, warm=False, baseline=w, klass=klass,
                            what=f"load changed to {klass}", mbps=round(w.bps / 1e6), klass_name=str(klass))
 
-    def _recall(self, s: VfSample, klass: WorkloadClass, profile: Profile, source: str) -> TunerEvent | None:
+    def _recall(self, s: VfSample, known: Remembered) -> TunerEvent | None:
+        klass, profile = known.klass, known.profile
         self._suspend()
         taken = self._measured_at.setdefault(klass, s.t)
         age = s.t - taken
@@ -406,7 +429,7 @@ class SearchTuner(VfPolicy):
         self.clock.reset(self.searches)
         moved = not same_itr(profile.itr, s.itr)
         self.meter.start(s.t, self.options.settle_s if moved else 0.0)
-        return TunerEvent(s.t, Cause.RECALL, {"klass": str(klass), "itr": profile.itr, "source": source,
+        return TunerEvent(s.t, Cause.RECALL, {"klass": str(klass), "itr": profile.itr, "source": known.source,
                                                 **({"set": profile.itr} if moved else {})})
 
     # ---- probing ----------------------------------------------------------------------
@@ -516,10 +539,18 @@ class SearchTuner(VfPolicy):
                                               {"what": f"load back to {suspended.klass}: search resumed"}))
 
     def _begin(self, s: VfSample, cause: Cause, warm: bool, baseline: Window | None,
-               klass: WorkloadClass | None, centre: int | None = None, **values: object) -> TunerEvent | None:
-        """Start a search; a warm one around `centre` (default: the rate in force)."""
+               klass: WorkloadClass | None, centre: int | None = None, around: int | None = None,
+               **values: object) -> TunerEvent | None:
+        """Start a search; a warm one around `centre` (default: the rate in force). With `around`,
+        the search measures that one rate against its incumbent (its bracket is that rate's)."""
         o = self.options
+        low: float
+        high: float
         low, high = self.full_bracket
+        if around is not None and low < around < high:
+            # Narrower than the search's tolerance: the bracket's one probe is its middle.
+            low, high = around / (1.0 + self.search_config.rel_tolerance / 4), around * (
+                1.0 + self.search_config.rel_tolerance / 4)
         # A warm restart brackets the rate in force (or a remembered one); under the adaptive
         # ITR (0) that is the interrupt rate the host measured, when it can see one. A cold
         # search's incumbent is the adaptive ITR: a rate in force then is another load's (a
@@ -530,7 +561,7 @@ class SearchTuner(VfPolicy):
         centre_rate = held if held else adaptive_rate
         verdict = self.port.judge(baseline) if baseline is not None else None
         confined = verdict is not None and verdict.takes_share
-        if centre_rate and (confined or warm):
+        if around is None and centre_rate and (confined or warm):
             # A VF that takes its share of a saturated port gains only from its neighbours: its
             # searches stay around the rate in force and look only for a cheaper one. Under
             # efficiency, any cheaper one: the lowest rate that holds the share is the objective.
