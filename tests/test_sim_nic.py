@@ -66,9 +66,9 @@ def test_a_pro1000_scenario_sweeps_and_takes_rates_below_the_82599s_floor(tmp_pa
     assert min(itrs) < ITR_MIN_RATE and 1e6 / min(itrs) >= 2000 * 1.024
     host = SimHost(name, speed=float("inf"))
     caps = host.capabilities()
-    assert (caps.itr_min, caps.itr_max) == (PRO1000.itr_min, PRO1000.itr_max)
+    assert (caps.itr_min, caps.itr_max, caps.itr_unit_us) == (PRO1000.itr_min, PRO1000.itr_max, PRO1000.step_us)
+    assert caps.quantize(slow := PRO1000.rate(2000)) == slow  # the tuner probes what this NIC delivers
     pci = next(iter(host.snapshot().vfs))
-    slow = PRO1000.rate(2000)  # 2000 x 1.024 us
     applied = host.set_vf_itr(pci, slow)
     assert applied.ok and applied.applied == slow
 
