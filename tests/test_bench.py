@@ -235,3 +235,18 @@ def test_a_host_that_carries_nothing_has_no_per_vf_or_cpu_target_to_fail(tmp_pat
     names = [t["target"] for t in body["targets"]]
     assert not any(n.startswith(("per-VF geomean", "never below", "CPU per Gb")) for n in names)
     assert all("None" not in t["detail"] for t in body["targets"])
+
+
+def test_ablate_list_names_every_mechanism_and_an_unknown_one_is_refused_in_one_line():
+    from vftune.bench.ablation import MECHANISMS
+
+    listed = CliRunner().invoke(cli, ["bench", "--ablate", "list"])
+    assert listed.exit_code == 0
+    rows = listed.output.strip().splitlines()
+    assert [r.split()[0] for r in rows] == [m.name for m in MECHANISMS]
+    assert all(m.what in r for m, r in zip(MECHANISMS, rows))
+    unknown = CliRunner().invoke(cli, ["bench", "--ablate", "nope"])
+    assert unknown.exit_code == 2
+    assert unknown.output.strip().splitlines() == [
+        "vftune: --ablate: unknown mechanism 'nope'; known: " + ", ".join(m.name for m in MECHANISMS)
+        + " (--ablate list)"]
