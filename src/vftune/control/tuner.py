@@ -393,7 +393,7 @@ class SearchTuner(VfPolicy):
             # is newer than anything remembered for it.
             return self._resume(s, self.suspended.pop(klass))
         known = self._profile(klass)
-        if known is not None and known[0] != self.held_class:
+        if known is not None and known.klass != self.held_class:
             if known.own or not self.options.shared_check:
                 return self._recall(s, known)
             # Another VF's setting: the class (rate, packet size, direction) does not tell a bulk
