@@ -530,6 +530,30 @@ def test_a_class_seen_before_gets_its_setting_back_within_one_window():
     assert "bulk/large/rx" in recall[0][1].reason
 
 
+@pytest.mark.parametrize("span_recall", [True, False])
+def test_with_counters_fresh_every_sample_a_known_load_is_recalled_at_its_first_sample(span_recall: bool):
+    # Counters refresh every 1-s sample; a window is 3 of them. Each change between two loads
+    # this VF has measured gets its setting back at the change's first sample (a whole counter
+    # span of the new load), not after a window of it; without span recall, after a window.
+    load = {"bytes": 1500.0}
+    vf = SyntheticVf(two_loads(load))
+    tuner = SearchTuner(PCI, caps(refresh=1.0), {"window_s": 3.0, "span_recall": span_recall})
+    vf.run(tuner, 150)
+    bulk_itr = tuner.state()["held_itr"]
+    load["bytes"] = vf.packet_bytes = 300.0
+    vf.run(tuner, 200)
+    small_itr = tuner.state()["held_itr"]
+    assert tuner.state()["phase"] == "holding" and small_itr < bulk_itr / 2
+    searches = tuner.searches
+    for packet_bytes, itr in ((1500.0, bulk_itr), (300.0, small_itr), (1500.0, bulk_itr)):
+        load["bytes"] = vf.packet_bytes = packet_bytes
+        start = vf.t
+        vf.run(tuner, 12)
+        acted = [(t - start, d) for t, d in vf.decisions if t > start]
+        assert [(d.cause, d.itr) for _, d in acted] == [("recall", itr)]
+        assert acted[0][0] == 1 if span_recall else acted[0][0] >= 3
+    assert tuner.searches == searches
+
 def test_an_idle_vf_whose_load_comes_back_as_it_went_keeps_its_setting():
     load = {"on": 1.0}
     same = curve(8_000)

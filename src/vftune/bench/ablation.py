@@ -28,6 +28,8 @@ MECHANISMS: tuple[Mechanism, ...] = (
     Mechanism("host-memory", "a VF's unseen class starts from another VF's setting for it", {"host_memory": False}),
     Mechanism("shared-check", "another VF's setting is measured against the adaptive ITR before it is held",
               {"shared_check": False}),
+    Mechanism("span-recall", "a remembered load of another shape is recalled from one counter span, not a window",
+              {"span_recall": False}),
     Mechanism("guest-share", "on a full guest a window's merit counts its processes' share of the vCPUs",
               {"guest_share": False}),
     Mechanism("port-judge", "windows on a saturated port are judged on the VF's share", {"port_saturation": float(NEVER)}),

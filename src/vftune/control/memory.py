@@ -80,21 +80,30 @@ def classify(w: Window, previous: WorkloadClass | None = None) -> WorkloadClass 
     """The window's class (None when it carried no packets); `previous` gives hysteresis."""
     if w.packets <= 0 or w.duration <= 0:
         return None
-    rx_p, tx_p = w.rx_packets, w.tx_packets
-    rx_size = w.rx_bits / 8.0 / rx_p if rx_p > 0 else 0.0
-    tx_size = w.tx_bits / 8.0 / tx_p if tx_p > 0 else 0.0
-    rx_share = w.rx_bits / w.bits if w.bits > 0 else 0.0
+    kind, size, mix = shape_of(w.bits, w.rx_bits, w.packets, w.rx_packets, previous)
+    level = math.log10(max(w.pps, 1.0))
+    decade = math.floor(level)
+    same = previous if previous is not None and previous.kind == kind and previous.mix == mix else None
+    if same is not None and same.decade != decade and same.decade - HYSTERESIS <= level < same.decade + 1 + HYSTERESIS:
+        decade = same.decade
+    return WorkloadClass(kind, size, mix, decade)
+
+
+def shape_of(bits: float, rx_bits: float, packets: float, rx_p: float,
+             previous: WorkloadClass | None = None) -> tuple[Kind, str, Mix]:
+    """Kind, size and mix of traffic (WorkloadClass.shape; bits and packets both ways, and
+    received), with `previous`'s hysteresis."""
+    tx_bits, tx_p = bits - rx_bits, packets - rx_p
+    rx_size = rx_bits / 8.0 / rx_p if rx_p > 0 else 0.0
+    tx_size = tx_bits / 8.0 / tx_p if tx_p > 0 else 0.0
+    rx_share = rx_bits / bits if bits > 0 else 0.0
     mix: Mix = "rx" if rx_share >= MIX_SHARE else "tx" if rx_share <= 1.0 - MIX_SHARE else "both"
     balanced = rx_p > 0 and tx_p > 0 and max(rx_p, tx_p) <= RR_BALANCE * min(rx_p, tx_p)
     kind: Kind = "rr" if balanced and max(rx_size, tx_size) < RR_MAX_BYTES else "bulk"
-    busy_size = rx_size if w.rx_bits >= w.tx_bits else tx_size
-    same = previous if previous is not None and previous.kind == kind and previous.mix == mix else None
-    size = _size_index(busy_size, SIZE_NAMES.index(same.size) if same else None)
-    level = math.log10(max(w.pps, 1.0))
-    decade = math.floor(level)
-    if same is not None and same.decade != decade and same.decade - HYSTERESIS <= level < same.decade + 1 + HYSTERESIS:
-        decade = same.decade
-    return WorkloadClass(kind, SIZE_NAMES[size], mix, decade)
+    busy_size = rx_size if rx_bits >= tx_bits else tx_size
+    same = previous is not None and previous.kind == kind and previous.mix == mix
+    size = _size_index(busy_size, SIZE_NAMES.index(previous.size) if same and previous is not None else None)
+    return kind, SIZE_NAMES[size], mix
 
 
 @dataclass

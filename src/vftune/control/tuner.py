@@ -37,12 +37,12 @@ from typing import NamedTuple
 from vftune.control.causes import Cause, TunerEvent
 from vftune.control.change import Change, ChangeDetector, same_shape
 from vftune.control.itr_search import ItrSearch, SearchConfig, bracket_from_capabilities
-from vftune.control.memory import ClassMemory, HostProfiles, Profile, WorkloadClass, classify
+from vftune.control.memory import ClassMemory, HostProfiles, Profile, WorkloadClass, classify, shape_of
 from vftune.control.objective import Goal
 from vftune.control.policy import VfPolicy
 from vftune.control.port import PortJudge
 from vftune.control.restart import RestartClock
-from vftune.control.window import AppReference, Window, WindowMeter, app_share, joined, starved
+from vftune.control.window import EPS, AppReference, Window, WindowMeter, app_share, joined, starved
 from vftune.itr import quantize_itr, same_itr
 from vftune.model import Capabilities, ItrDecision, VfSample
 
@@ -79,6 +79,7 @@ class TunerOptions:
     max_apply_misses: int = 3  # samples showing another ITR than the probe before giving up
     host_memory: bool = True  # a VF's unseen class starts from another VF's setting for it
     shared_check: bool = True  # ... measured against the adaptive ITR before it is held
+    span_recall: bool = True  # a remembered class of another shape is recalled from one counter span
     guest_share: bool = True  # on a full guest, a window's merit counts its processes' share (app_share)
     port_saturation: float = 0.98  # a port loaded to this share of its line rate is saturated ...
     port_memory_s: float = 60.0  # ... and stays so this long after a window found it so
@@ -332,17 +333,18 @@ class SearchTuner(VfPolicy):
 
     def _step_other(self, s: VfSample) -> TunerEvent | None:
         w = self._measure(s)
-        if w is None:
-            return None
-        self._last_window = w
-        if self.phase is Phase.IDLE:
-            if w.bps < self.options.min_throughput_bps:
-                return self._starved(s, w) if starved(w) else None
-            return self._new_load(s, w, classify(w), Cause.START)
-        change = self.changes.observe(w, self._windows_for)
-        if change is None:
-            return None
-        return self._on_change(s, change)
+        if w is not None:
+            self._last_window = w
+            if self.phase is Phase.IDLE:
+                if w.bps >= self.options.min_throughput_bps:
+                    return self._new_load(s, w, classify(w), Cause.START)
+                if starved(w):
+                    return self._starved(s, w)
+            else:
+                change = self.changes.observe(w, self._windows_for)
+                if change is not None:
+                    return self._on_change(s, change)
+        return self._span_recall(s) if self.options.span_recall else None
 
     def _on_change(self, s: VfSample, change: Change) -> TunerEvent | None:
         if change.kind == "starved":
@@ -364,6 +366,29 @@ class SearchTuner(VfPolicy):
             return self._begin(s, Cause.RESTART_LOAD, warm=False, baseline=change.baseline, klass=change.klass,
                                what=f"rate {change.rate_change:+.0%} for {change.lasted_s:.0f} s")
         return self._new_load(s, change.baseline, change.klass, Cause.RESTART_LOAD)
+
+    def _span_recall(self, s: VfSample) -> TunerEvent | None:
+        """A sample that is a whole counter span (the counters refresh every sample) and shows a
+        load of another shape whose setting this VF measured: recalled now, not when the window
+        ends. Shape (kind, size, mix) is what one span tells reliably, and a wrong recall costs
+        one window, while the old setting costs the new load a window at every change."""
+        if not s.fresh or s.dt < self.caps.counter_refresh_s - EPS or self.meter.settling:
+            return None
+        if s.rx_bps + s.tx_bps < self.options.min_throughput_bps:
+            return None
+        dt, held = s.dt, self.held_class
+        if held is not None and held.shape == shape_of((s.rx_bps + s.tx_bps) * dt, s.rx_bps * dt,
+                                                       (s.rx_pps + s.tx_pps) * dt, s.rx_pps * dt, held):
+            return None  # the common case, told without building a window
+        span = Window.of(s)
+        klass = classify(span, held)
+        if klass is None or starved(span):
+            return None
+        known = self._profile(klass)
+        if klass not in self.suspended and (known is None or not known.own):
+            return None
+        self._last_window = span
+        return self._new_load(s, span, klass, Cause.START if self.phase is Phase.IDLE else Cause.RESTART_LOAD)
 
     def _starved(self, s: VfSample, w: Window) -> TunerEvent | None:
         """Interrupted without traffic under a rate vftune set: that rate livelocks the guest, so

@@ -52,6 +52,13 @@ class Window:
     user_cpu_s: float | None = None
     idle_cpu_s: float | None = None
 
+    @classmethod
+    def of(cls, s: VfSample) -> Window:
+        """One sample as a window (its own counter span when it is fresh)."""
+        dt = s.dt
+        return cls(s.t - dt, s.t, (s.rx_bps + s.tx_bps) * dt, (s.rx_pps + s.tx_pps) * dt, s.interrupts, s.itr,
+                   rx_bits=s.rx_bps * dt, rx_packets=s.rx_pps * dt)
+
     @property
     def duration(self) -> float:
         return self.end - self.start
