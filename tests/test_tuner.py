@@ -509,16 +509,23 @@ def two_loads(vf_state: dict[str, float]) -> Callable[[float], float]:
     return lambda r: curve(48_000 if vf_state["bytes"] >= 1000 else 8_000)(r)
 
 
-def test_a_class_seen_before_gets_its_setting_back_within_one_window():
+def learned_two_loads(tuner: SearchTuner) -> tuple[SyntheticVf, dict[str, float], int, int]:
+    """A VF that ran bulk, then small packets, each until held: (vf, its load, bulk's and
+    small packets' held rates)."""
     load = {"bytes": 1500.0}
     vf = SyntheticVf(two_loads(load))
-    tuner = SearchTuner(PCI, caps())
     vf.run(tuner, 150)
     bulk_itr = tuner.state()["held_itr"]
     load["bytes"] = vf.packet_bytes = 300.0
-    vf.run(tuner, 150)
+    vf.run(tuner, 200)
     small_itr = tuner.state()["held_itr"]
     assert tuner.state()["phase"] == "holding" and small_itr < bulk_itr / 2
+    return vf, load, bulk_itr, small_itr
+
+
+def test_a_class_seen_before_gets_its_setting_back_within_one_window():
+    tuner = SearchTuner(PCI, caps())
+    vf, load, bulk_itr, _ = learned_two_loads(tuner)
     searches = tuner.searches
     load["bytes"] = vf.packet_bytes = 1500.0
     start = vf.t
@@ -535,15 +542,8 @@ def test_with_counters_fresh_every_sample_a_known_load_is_recalled_at_its_first_
     # Counters refresh every 1-s sample; a window is 3 of them. Each change between two loads
     # this VF has measured gets its setting back at the change's first sample (a whole counter
     # span of the new load), not after a window of it; without span recall, after a window.
-    load = {"bytes": 1500.0}
-    vf = SyntheticVf(two_loads(load))
     tuner = SearchTuner(PCI, caps(refresh=1.0), {"window_s": 3.0, "span_recall": span_recall})
-    vf.run(tuner, 150)
-    bulk_itr = tuner.state()["held_itr"]
-    load["bytes"] = vf.packet_bytes = 300.0
-    vf.run(tuner, 200)
-    small_itr = tuner.state()["held_itr"]
-    assert tuner.state()["phase"] == "holding" and small_itr < bulk_itr / 2
+    vf, load, bulk_itr, small_itr = learned_two_loads(tuner)
     searches = tuner.searches
     for packet_bytes, itr in ((1500.0, bulk_itr), (300.0, small_itr), (1500.0, bulk_itr)):
         load["bytes"] = vf.packet_bytes = packet_bytes
@@ -553,6 +553,7 @@ def test_with_counters_fresh_every_sample_a_known_load_is_recalled_at_its_first_
         assert [(d.cause, d.itr) for _, d in acted] == [("recall", itr)]
         assert acted[0][0] == 1 if span_recall else acted[0][0] >= 3
     assert tuner.searches == searches
+
 
 def test_an_idle_vf_whose_load_comes_back_as_it_went_keeps_its_setting():
     load = {"on": 1.0}
