@@ -370,8 +370,9 @@ class SearchTuner(VfPolicy):
     def _span_recall(self, s: VfSample) -> TunerEvent | None:
         """A sample that is a whole counter span (the counters refresh every sample) and shows a
         load of another shape whose setting this VF measured: recalled now, not when the window
-        ends. Shape (kind, size, mix) is what one span tells reliably, and a wrong recall costs
-        one window, while the old setting costs the new load a window at every change."""
+        ends, since the old setting costs the new load that window at every change. Only shape
+        (kind, size, mix) is read from one span: a move of the rate's decade waits for the
+        change detector's significance rule, and another VF's setting for its check."""
         if not s.fresh or s.dt < self.caps.counter_refresh_s - EPS or self.meter.settling:
             return None
         if s.rx_bps + s.tx_bps < self.options.min_throughput_bps:
