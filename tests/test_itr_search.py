@@ -587,3 +587,33 @@ def test_a_rate_is_judged_costlier_by_the_interrupts_it_ran_at_not_by_its_ceilin
         search.tell(itr, merit(itr), interrupt_rate=ran(itr))
     assert search.best is not None and search.best < 160_000
     assert ran(search.best) < ran(160_000) and "kept incumbent" not in search.outcome
+
+
+def test_the_knee_of_a_noisy_plateau_is_not_lost_in_its_noise():
+    # A flat load whose windows swing by 10%: the plateau rule compares each rate's lowest
+    # window with the luckiest, so the search ends wherever the bracket closed. Read against
+    # the windows' own spread, a rate not measurably short of the margin is on the plateau,
+    # and the knee is the lowest of them: fewer interrupts for the same throughput.
+    def bests(f, sigma: float, knee_z: float) -> list[int]:
+        config = SearchConfig(tolerance=1000, plateau_margin=0.03, knee_z=knee_z)
+        found = [_noisy_run(ItrSearch(ITR_MIN_RATE, ITR_MAX_RATE, config=config), f, sigma, seed).best
+                 for seed in range(40)]
+        assert all(b is not None for b in found)
+        return [b for b in found if b is not None]
+
+    def flat(r: float) -> float:
+        return 1.0
+
+    def knee(r: float) -> float:  # the merit falls below 8000/s
+        return 1.0 if r >= 8_000 else math.sqrt(r / 8_000)
+
+    assert sorted(bests(flat, 0.10, 1.0))[20] < 0.5 * sorted(bests(flat, 0.10, 0.0))[20]
+    # Quiet windows: the test adds little to the margin, and no search gives up more than it
+    # and the noise allow.
+    assert min(knee(b) for b in bests(knee, 0.01, 1.0)) >= 0.95
+    assert math.exp(sum(math.log(knee(b)) for b in bests(knee, 0.01, 1.0)) / 40) >= 0.97
+
+
+def test_knee_z_must_be_a_finite_non_negative_number():
+    with pytest.raises(ValueError, match="knee_z must be a finite number >= 0, got nan"):
+        SearchConfig(knee_z=math.nan)

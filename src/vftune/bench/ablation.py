@@ -30,6 +30,8 @@ MECHANISMS: tuple[Mechanism, ...] = (
               {"shared_check": False}),
     Mechanism("span-recall", "a remembered load of another shape is recalled from one counter span, not a window",
               {"span_recall": False}),
+    Mechanism("knee-noise", "a rate short of the plateau margin by less than its windows' noise counts as on the plateau",
+              {"knee_noise": False}),
     Mechanism("guest-share", "on a full guest a window's merit counts its processes' share of the vCPUs",
               {"guest_share": False}),
     Mechanism("port-judge", "windows on a saturated port are judged on the VF's share", {"port_saturation": float(NEVER)}),

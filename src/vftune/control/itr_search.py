@@ -42,6 +42,11 @@ Network", Huijun Wu and Jigang Wang) with these changes:
   the mean of its log throughput by noise_z standard errors, the deviation pooled from the
   search's own repeated windows at one rate: for a receiver whose ring counters are all the
   host sees, where the golden section would crown whichever rate a burst lifted;
+* with ``knee_z`` (off by default), the plateau rule reads the windows' noise too: a rate whose
+  mean log throughput is short of the best's by the plateau margin plus less than knee_z
+  standard errors (the same pooled deviation) is on the plateau, so on a load whose windows
+  swing by more than the margin the knee is the lowest such rate, not wherever the bracket
+  closed;
 * do no harm: it measures the incumbent setting first and keeps it unless the result,
   re-measured at the end, is at least as good; an incumbent that would win on a single
   measurement is measured once more first (one lucky window must not veto a better setting);
@@ -71,6 +76,7 @@ CONFIRM = "confirm"  # re-measuring the chosen rate
 EDGE = "edge"  # walking down a plateau towards its low edge
 RECHECK = "recheck"  # measuring the incumbent again before it vetoes the result
 DONE = "done"
+KNEE_Z = 1.0  # SearchConfig.knee_z as the tuner sets it: one standard error
 
 
 @dataclass(frozen=True)
@@ -120,6 +126,10 @@ class SearchConfig:
     # noise_z standard errors of the two rates' mean log throughputs, with the standard
     # deviation pooled from this search's own repeated windows at one rate (see _noise_gain).
     noise_z: float = 0.0
+    # The knee under noise (0: off): a rate is within the plateau margin of the best unless its
+    # mean log throughput is below the margin by more than knee_z standard errors of the
+    # difference, the deviation pooled from this search's repeated windows (spread()).
+    knee_z: float = 0.0
 
     def __post_init__(self) -> None:
         if not self.tolerance > 0:
@@ -134,8 +144,10 @@ class SearchConfig:
                 f"repeat and confirm counts must be >= 0 (confirms >= 1), got "
                 f"{self.max_repeats!r}/{self.max_repeats_per_step!r}/{self.max_confirms!r}"
             )
-        if not (math.isfinite(self.noise_z) and self.noise_z >= 0):
-            raise ValueError(f"noise_z must be a finite number >= 0, got {self.noise_z!r}")
+        for name in ("noise_z", "knee_z"):
+            value = getattr(self, name)
+            if not (math.isfinite(value) and value >= 0):
+                raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
         if not self.plateau_width > 1:
             raise ValueError(f"plateau_width must be > 1, got {self.plateau_width!r}")
         if self.max_probes < 3:
@@ -596,12 +608,33 @@ class ItrSearch:
         top = max(means.values())
         floor = 1e6 / self.max_interval_us
         ties = self._overloaded_ties(means)
-        eligible = [r for r, m in means.items() if (m >= top * (1.0 - self.plateau_margin) and r >= floor) or r in ties]
+        eligible = [r for r, m in means.items()
+                    if ((m >= top * (1.0 - self.plateau_margin) or self._ties_knee(r, means)) and r >= floor)
+                    or r in ties]
         if not eligible:
             return max(means, key=lambda r: (means[r], -r))
         # Exact measurements keep the result within plateau_margin of the best (never the noise
         # margin, which only decides whether a difference is re-measured).
         return max(eligible) if self._ties_up else min(eligible)
+
+    def _ties_knee(self, itr: int, scores: dict[int, float]) -> bool:
+        """Whether `itr` is short of the plateau margin by less than its noise: its mean log
+        throughput against the best-scoring rate's, knee_z standard errors of the difference
+        with the deviation pooled from the search's repeats. Windows that swing by more than the
+        margin cannot tell the knee from the best, and fewer interrupts is the objective's tie."""
+        z = self.config.knee_z
+        if z <= 0 or self.plateau_margin <= 0 or self._ties_up or self._scales.get(itr):
+            return False
+        spread = self.spread()
+        best = max(scores, key=lambda r: (scores[r], -r))
+        if spread is None or best == itr or self._scales.get(best):
+            return False
+        ours = [math.log(v) for v in self._samples[itr] if v > 0]
+        theirs = [math.log(v) for v in self._samples[best] if v > 0]
+        if not ours or not theirs:
+            return False
+        short = sum(theirs) / len(theirs) - sum(ours) / len(ours) + math.log1p(-self.plateau_margin)
+        return short <= z * spread * math.sqrt(1.0 / len(ours) + 1.0 / len(theirs))
 
     def _overloaded_ties(self, scores: dict[int, float]) -> set[int]:
         """On an overloaded receiver, the rates told with a scale (what reached the applications, a

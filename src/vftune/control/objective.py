@@ -4,7 +4,8 @@ Every objective is defined like the bench's frontier: per VF, the lowest interru
 merit (what its application gets: bits delivered, or response time for request/response) is
 within a margin of the best measured, the guest's adaptive ITR counted as a candidate at the
 rate it ran. Fewer interrupts cost less CPU. The search's plateau rule takes that knee among
-its probes; against the adaptive ITR a costlier rate must gain more than the margin
+its probes, a rate short of the margin by less than its windows' noise counting as within it
+(SearchConfig.knee_z); against the adaptive ITR a costlier rate must gain more than the margin
 (ItrSearch.cost_margin).
 
 - ``balanced`` (default): margin BALANCED_MARGIN (3%), intervals up to the NIC's longest, and

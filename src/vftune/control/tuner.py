@@ -36,7 +36,7 @@ from typing import NamedTuple
 
 from vftune.control.causes import Cause, TunerEvent
 from vftune.control.change import Change, ChangeDetector, same_shape
-from vftune.control.itr_search import ItrSearch, SearchConfig, bracket_from_capabilities
+from vftune.control.itr_search import KNEE_Z, ItrSearch, SearchConfig, bracket_from_capabilities
 from vftune.control.memory import ClassMemory, HostProfiles, Profile, WorkloadClass, classify, shape_of
 from vftune.control.objective import Goal
 from vftune.control.policy import VfPolicy
@@ -80,6 +80,7 @@ class TunerOptions:
     host_memory: bool = True  # a VF's unseen class starts from another VF's setting for it
     shared_check: bool = True  # ... measured against the adaptive ITR before it is held
     span_recall: bool = True  # a remembered class of another shape is recalled from one counter span
+    knee_noise: bool = True  # a rate short of the plateau margin by less than its noise is on it (knee_z)
     guest_share: bool = True  # on a full guest, a window's merit counts its processes' share (app_share)
     port_saturation: float = 0.98  # a port loaded to this share of its line rate is saturated ...
     port_memory_s: float = 60.0  # ... and stays so this long after a window found it so
@@ -123,7 +124,7 @@ class TunerOptions:
         return SearchConfig(
             tolerance=self.tolerance, rel_tolerance=self.rel_tolerance, margin=self.margin,
             plateau_margin=self.plateau_margin, harm_margin=self.harm_margin, max_repeats=self.max_repeats,
-            max_probes=max(3, self.max_probes), quantize=quantize,
+            max_probes=max(3, self.max_probes), quantize=quantize, knee_z=KNEE_Z if self.knee_noise else 0.0,
         )
 
 
