@@ -865,3 +865,13 @@ def test_a_setting_recalled_in_short_visits_is_searched_again_once_as_old_as_a_h
     assert rechecks[0][0] - found >= 400  # not before the setting is as old as a hold may last
     bulk = next(p for k, p in tuner.memory.profiles.items() if k.size == "large")
     assert bulk.itr < bulk_itr and at_the_knee(curve(20_000), bulk.itr, 20_000)
+
+
+def test_the_knee_noise_switch_reaches_every_objectives_search():
+    # The ablation's `knee-noise` switch is this option; each objective's search reads it,
+    # except latency's, which gives up no margin to read against the noise.
+    on, off = TunerOptions().search_config(), TunerOptions(knee_noise=False).search_config()
+    for objective in (Objective.BALANCED, Objective.THROUGHPUT, Objective.EFFICIENCY):
+        assert Goal(objective).search_config(on).knee_z > 0
+        assert Goal(objective).search_config(off).knee_z == 0
+    assert Goal(Objective.LATENCY).search_config(on).plateau_margin == 0
