@@ -608,33 +608,37 @@ class ItrSearch:
         top = max(means.values())
         floor = 1e6 / self.max_interval_us
         ties = self._overloaded_ties(means)
+        noisy = self._knee_ties(means)
         eligible = [r for r, m in means.items()
-                    if ((m >= top * (1.0 - self.plateau_margin) or self._ties_knee(r, means)) and r >= floor)
-                    or r in ties]
+                    if ((m >= top * (1.0 - self.plateau_margin) or r in noisy) and r >= floor) or r in ties]
         if not eligible:
             return max(means, key=lambda r: (means[r], -r))
         # Exact measurements keep the result within plateau_margin of the best (never the noise
         # margin, which only decides whether a difference is re-measured).
         return max(eligible) if self._ties_up else min(eligible)
 
-    def _ties_knee(self, itr: int, scores: dict[int, float]) -> bool:
-        """Whether `itr` is short of the plateau margin by less than its noise: its mean log
+    def _knee_ties(self, scores: dict[int, float]) -> set[int]:
+        """The rates short of the plateau margin by less than their noise: each one's mean log
         throughput against the best-scoring rate's, knee_z standard errors of the difference
         with the deviation pooled from the search's repeats. Windows that swing by more than the
         margin cannot tell the knee from the best, and fewer interrupts is the objective's tie."""
         z = self.config.knee_z
-        if z <= 0 or self.plateau_margin <= 0 or self._ties_up or self._scales.get(itr):
-            return False
+        if z <= 0 or self.plateau_margin <= 0 or self._ties_up:
+            return set()
         spread = self.spread()
         best = max(scores, key=lambda r: (scores[r], -r))
-        if spread is None or best == itr or self._scales.get(best):
-            return False
-        ours = [math.log(v) for v in self._samples[itr] if v > 0]
         theirs = [math.log(v) for v in self._samples[best] if v > 0]
-        if not ours or not theirs:
-            return False
-        short = sum(theirs) / len(theirs) - sum(ours) / len(ours) + math.log1p(-self.plateau_margin)
-        return short <= z * spread * math.sqrt(1.0 / len(ours) + 1.0 / len(theirs))
+        if spread is None or self._scales.get(best) or not theirs:
+            return set()
+        top = sum(theirs) / len(theirs) + math.log1p(-self.plateau_margin)
+        ties = set()
+        for itr in scores:
+            ours = [math.log(v) for v in self._samples[itr] if v > 0]
+            if itr == best or self._scales.get(itr) or not ours:
+                continue
+            if top - sum(ours) / len(ours) <= z * spread * math.sqrt(1.0 / len(ours) + 1.0 / len(theirs)):
+                ties.add(itr)
+        return ties
 
     def _overloaded_ties(self, scores: dict[int, float]) -> set[int]:
         """On an overloaded receiver, the rates told with a scale (what reached the applications, a
