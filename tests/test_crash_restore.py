@@ -153,3 +153,17 @@ def test_sigterm_restores_and_exits_within_the_units_stop_timeout(tmp_path):
     agent.proc.terminate()
     assert agent.proc.wait(UNIT_STOP_TIMEOUT_S) == 0  # raises TimeoutExpired past the deadline
     assert changed(pristine, root) == set()
+
+
+def test_the_agent_on_a_real_host_does_not_load_the_simulators_numpy(tmp_path):
+    """numpy is the simulator's (its scenarios' jitter): ~12 MB of resident memory on every host
+    if the agent loaded it only to read the scenario names its config may give."""
+    root, db = tmp_path / "host", tmp_path / "vftune.db"
+    make_tree(root)
+    pristine = host_files(root)
+    agent = TreeAgent(root, db, tmp_path / "agent.log")
+    agent.wait(lambda: _written(pristine, root), "ITRs and PF settings written")
+    maps = Path(f"/proc/{agent.proc.pid}/maps").read_text()
+    agent.proc.terminate()
+    assert agent.proc.wait(UNIT_STOP_TIMEOUT_S) == 0
+    assert "/numpy/" not in maps

@@ -17,8 +17,6 @@ from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from vftune.itr import MAX_VFS_PER_PF
 from vftune.sim.workload import (
     HostSpec,
@@ -188,6 +186,8 @@ class ScenarioFile:
         return max(0.0, end - vf.phases[k].at_s)
 
     def build(self, seed: int = 0) -> HostSpec:
+        import numpy as np  # here, not at the top: the agent on a real host reads scenario names, never builds one
+
         rng = np.random.default_rng([seed, 7])
 
         def j(value: float) -> float:
