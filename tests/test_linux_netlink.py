@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import subprocess
 import sys
 from pathlib import Path
 
@@ -23,6 +25,7 @@ from vftune.hostdriver.linux.netlink_vfstats import (
     parse_link,
     vfinfo_pyroute2,
 )
+from vftune.hostdriver.linux.rtnl_tables import defer_package_init
 
 NLMSG_DONE = b"\x14\x00\x00\x00\x03\x00\x02\x00\x01\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00"
 
@@ -119,3 +122,45 @@ def test_short_vf_mac_attribute_is_an_error_not_a_guess() -> None:
     info = struct.pack("=HH", 4 + len(mac) + len(stats), IFLA_VF_INFO) + mac + stats
     with pytest.raises(HostError, match=r"^IFLA_VF_MAC at byte 4: 7 bytes, need 10$"):
         vfinfo_from_buffer(info, 0, len(info))
+
+
+def test_the_agent_reads_netlink_without_loading_pyroute2s_whole_library() -> None:
+    """pyroute2's __init__ imports NDB, IPDB, nftables, plan9 and the rest: 11 MB of the agent's
+    memory it never uses. Asked for later (the test bed's IPRoute), the package is whole."""
+    code = """
+import json, sys
+from vftune.cli.run import run
+from vftune.hostdriver.linux import netlink_vfstats
+from vftune.hostdriver.linux.host import LinuxHost
+loaded = sorted(m for m in sys.modules if m.startswith("pyroute2"))
+from pyroute2 import NDB, IPRoute
+import pyroute2.netlink.rtnl.ifinfmsg
+print(json.dumps({"loaded": loaded, "same_table": pyroute2.netlink.rtnl.ifinfmsg.ifinfmsg is netlink_vfstats.ifinfmsg,
+                  "whole": "pyroute2.ndb.main" in sys.modules and IPRoute.__name__ == "IPRoute"}))
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    got = json.loads(out)
+    assert not [m for m in got["loaded"] if m.startswith(("pyroute2.ndb", "pyroute2.ipdb", "pyroute2.nftables"))]
+    assert len(got["loaded"]) < 40, got["loaded"]
+    assert got["same_table"] and got["whole"]
+
+
+def test_a_deferred_package_runs_its_init_once_on_the_first_name_asked(tmp_path: Path, monkeypatch) -> None:
+    pkg = tmp_path / "deferpkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("import deferpkg.part\nRUNS = deferpkg.part.runs\nRUNS.append('init')\nNAME = 'x'\n")
+    (pkg / "part.py").write_text("from deferpkg import sub\nruns = []\n")
+    (pkg / "sub.py").write_text("")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    for name in ("deferpkg", "deferpkg.part", "deferpkg.sub"):
+        monkeypatch.delitem(sys.modules, name, raising=False)
+    defer_package_init("deferpkg")
+    import deferpkg.part
+
+    assert deferpkg.part.runs == []  # the submodule, and its `from deferpkg import sub`, without __init__
+    from deferpkg import NAME
+
+    assert (NAME, deferpkg.part.runs) == ("x", ["init"])
+    with pytest.raises(AttributeError, match="no attribute 'missing'"):
+        deferpkg.missing  # noqa: B018
+    assert deferpkg.part.runs == ["init"]

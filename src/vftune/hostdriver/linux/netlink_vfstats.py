@@ -22,11 +22,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, cast
 
-from pyroute2.netlink import NLMSG_DONE, NLMSG_ERROR
-from pyroute2.netlink.rtnl import RTM_NEWLINK
-from pyroute2.netlink.rtnl.ifinfmsg import ifinfmsg
-
 from vftune.hostdriver.base import HostError
+from vftune.hostdriver.linux.rtnl_tables import NLMSG_DONE, NLMSG_ERROR, RTM_NEWLINK, ifinfmsg
 from vftune.model import maker
 
 RTEXT_FILTER_VF = 1
