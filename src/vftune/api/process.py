@@ -42,7 +42,7 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from vftune.child import python_command
+from vftune.child import child_env, python_command
 from vftune.model import AgentView
 from vftune.store.reads import History, ReadOnly
 
@@ -363,7 +363,8 @@ class _Child:
         ours, theirs = socket.socketpair()
         metrics_fds = [metrics_sock.fileno()] if metrics_sock is not None else []
         # Only the agent talks to systemd (NotifyAccess=main).
-        env = {k: v for k, v in os.environ.items() if k not in ("NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID")}
+        env = child_env({k: v for k, v in os.environ.items()
+                         if k not in ("NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID")})
         with theirs:
             self.proc = subprocess.Popen(
                 python_command("from vftune.api.process import serve; serve(int(sys.argv[2]), int(sys.argv[3]), "

@@ -4,8 +4,9 @@ Python's sqlite3 drops and retakes the GIL at every row it steps. While any othe
 process runs Python (the event loop, another request; the tick, when the API shared the agent's
 process), each retake waits for that thread to give the GIL up, up to the 5-ms switch interval:
 a 1000-row page that costs 4-6 ms alone took 230 ms beside one busy thread (measured on this
-2-core machine). A worker process has no such neighbour, and two of them use both cores; the
-API's process only waits on a socket.
+2-core machine). A worker process has no such neighbour; the API's process only waits on a
+socket. One worker: at 20 clients on the 2-core bench a second one read no more pages (its
+25 MB bought nothing) and took CPU from the other requests (docs/footprint.md, Round 7).
 
 Each worker is a fresh interpreter running serve(), answering one request at a time on its end
 of a socket pair (multiprocessing's framing): not multiprocessing's own pools, whose "spawn"
@@ -29,10 +30,10 @@ from typing import Any, cast
 
 import orjson
 
-from vftune.child import python_command
+from vftune.child import child_env, python_command
 from vftune.store.reads import ReadOnly, Reads, sample_dict
 
-WORKERS = min(2, os.cpu_count() or 1)
+WORKERS = 1
 ANSWER_S = 30.0  # a worker that takes longer is ended, and the client gets a 503
 # A worker no page needed for this long exits (about 17 MB resident each); the next page starts
 # one again in about 0.2 s.
@@ -151,7 +152,7 @@ class _Worker:
             self.proc = subprocess.Popen(
                 python_command("from vftune.store.pages import serve; serve(sys.argv[2], int(sys.argv[3]))",
                                path, str(theirs.fileno())),
-                pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL)
+                pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL, env=child_env(os.environ))
         self.conn = Connection(ours.detach())
         self.idle_since = time.monotonic()
 
