@@ -146,13 +146,26 @@ class MemoryPeaks(threading.Thread):
         super().__init__(daemon=True)
         self.pid, self.done = pid, threading.Event()
         self.agent_rss = self.total_rss = self.total_pss = 0.0
+        self.at_peak: list[tuple[str, float]] = []  # each process' RSS when the sum was highest
 
     def run(self) -> None:
         while not self.done.wait(0.25):
             pids = descendants(self.pid)
+            parts = [(role(p), rss_mb(p)) for p in pids]
             self.agent_rss = max(self.agent_rss, rss_mb(self.pid))
-            self.total_rss = max(self.total_rss, sum(map(rss_mb, pids)))
+            if sum(mb for _role, mb in parts) > self.total_rss:
+                self.total_rss, self.at_peak = sum(mb for _role, mb in parts), parts
             self.total_pss = max(self.total_pss, sum(map(pss_mb, pids)))
+
+
+def role(pid: int) -> str:
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return "gone"
+    if b"vftune.store.pages" in cmdline:
+        return "page worker"
+    return "API" if b"vftune.api.process" in cmdline else "agent"
 
 
 # -- a history file worth paging -------------------------------------------------------------
@@ -262,6 +275,7 @@ def measure(policy: str, load: str, seconds: float, warmup: float, history: Path
                 peaks.done.set()
                 peaks.join()
                 out["load_rss"] = (peaks.agent_rss, peaks.total_rss, peaks.total_pss)
+                out["load_parts"] = peaks.at_peak
                 time.sleep(3)  # the clients' connections closed: "no client" for the stop below
             signalled = time.time()
             proc.send_signal(signal.SIGTERM)
@@ -491,6 +505,7 @@ def main() -> None:
         agent_rss, total_rss, total_pss = loaded["load_rss"]
         print(f"  memory while they ran (highest): agent RSS {agent_rss:.0f} MB, all RSS {total_rss:.0f} MB "
               f"(PSS {total_pss:.0f} MB, shared pages counted once; with no client: {loaded['total_pss']:.0f} MB)")
+        print("  at the highest sum: " + ", ".join(f"{who} {mb:.0f} MB" for who, mb in loaded["load_parts"]))
 
     load_after = os.getloadavg()[0]
     noisy = max(load_avg, load_after) > QUIET_LOAD + 1.0  # our own agent and clients add about one
