@@ -5,8 +5,9 @@ process runs Python (the event loop, another request; the tick, when the API sha
 process), each retake waits for that thread to give the GIL up, up to the 5-ms switch interval:
 a 1000-row page that costs 4-6 ms alone took 230 ms beside one busy thread (measured on this
 2-core machine). A worker process has no such neighbour; the API's process only waits on a
-socket. One worker: at 20 clients on the 2-core bench a second one read no more pages (its
-25 MB bought nothing) and took CPU from the other requests (docs/footprint.md, Round 7).
+socket. One worker: it reads ~400 1000-row pages a second on the 2-core bench; a second one
+read 15% more with every client on history, none more with half of them on /v1/vfs, and cost
+25 MB the memory target has no room for (docs/footprint.md, Round 7).
 
 Each worker is a fresh interpreter running serve(), answering one request at a time on its end
 of a socket pair (multiprocessing's framing): not multiprocessing's own pools, whose "spawn"
