@@ -155,6 +155,23 @@ def test_sigterm_restores_and_exits_within_the_units_stop_timeout(tmp_path):
     assert changed(pristine, root) == set()
 
 
+def _children(pid: int) -> list[int]:
+    out = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            out += [int(child) for child in (task / "children").read_text().split()]
+        except OSError:  # a thread that ended meanwhile
+            continue
+    return out
+
+
+def _environ(pid: int) -> list[bytes] | None:
+    try:
+        return Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    except OSError:  # a page worker that exited meanwhile
+        return None
+
+
 def test_the_agents_processes_on_a_real_host_hold_no_memory_for_nothing(tmp_path):
     """numpy is the simulator's (its scenarios' jitter): ~12 MB of resident memory on every host
     if the agent loaded it only to read the scenario names its config may give. The API process
@@ -165,9 +182,7 @@ def test_the_agents_processes_on_a_real_host_hold_no_memory_for_nothing(tmp_path
     agent = TreeAgent(root, db, tmp_path / "agent.log")
     agent.wait(lambda: _written(pristine, root), "ITRs and PF settings written")
     maps = Path(f"/proc/{agent.proc.pid}/maps").read_text()
-    children = [int(pid) for task in Path(f"/proc/{agent.proc.pid}/task").iterdir()
-                for pid in (task / "children").read_text().split()]
-    environs = [Path(f"/proc/{pid}/environ").read_bytes().split(b"\0") for pid in children]
+    environs = [env for pid in _children(agent.proc.pid) if (env := _environ(pid)) is not None]
     agent.proc.terminate()
     assert agent.proc.wait(UNIT_STOP_TIMEOUT_S) == 0
     assert "/numpy/" not in maps
