@@ -7,6 +7,7 @@ import json
 from click.testing import CliRunner
 
 from vftune.cli import cli
+from vftune.sim import DEMO_SCENARIO
 from vftune.sim.scenarios import SCENARIOS
 
 
@@ -19,6 +20,12 @@ def test_list_names_every_scenario_with_a_description() -> None:
     for n in range(1, 16):
         assert f"paper-{n}vm" in SCENARIOS
     assert {"paper-3vm-512", "rr-mix", "mixed-host", "phase-change"} <= set(SCENARIOS)
+
+
+def test_run_without_a_scenario_name_runs_a_built_in_one_its_help_names() -> None:
+    assert DEMO_SCENARIO in SCENARIOS
+    help_text = " ".join(CliRunner().invoke(cli, ["run", "--help"]).output.split())
+    assert f"scenario default: {DEMO_SCENARIO};" in help_text
 
 
 def test_sweep_json_has_the_documented_shape_and_a_flat_bulk_plateau() -> None:

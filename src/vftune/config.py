@@ -16,7 +16,6 @@ from vftune import paths
 from vftune.itr import MAX_RX_USECS
 
 DEFAULT_LISTEN = "127.0.0.1:8740"
-DEFAULT_SCENARIO = "mixed-host"
 LOG_LEVELS = ("debug", "info", "warning", "error")
 LOG_FORMATS = ("text", "json")
 GUEST_AGENT_MODES = ("auto", "on", "off")  # hostdriver/linux/guest_wiring.py says what each does

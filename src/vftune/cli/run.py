@@ -24,7 +24,6 @@ from vftune import paths, sdnotify
 from vftune.cli.common import Number, fail
 from vftune.cli.config import config_option
 from vftune.config import (
-    DEFAULT_SCENARIO,
     GUEST_AGENT_MODES,
     GUEST_RX_DROPS_MODES,
     GUEST_SOURCES,
@@ -35,6 +34,7 @@ from vftune.config import (
     RunConfig,
 )
 from vftune.itr import MAX_RX_USECS
+from vftune.sim import DEMO_SCENARIO
 
 if TYPE_CHECKING:
     from vftune.hostdriver.base import HostDriver
@@ -105,8 +105,8 @@ def open_host(config: RunConfig, journal: Journal) -> HostDriver:
 
 
 @click.command("run")
-@click.option("--sim", "sim", is_flag=False, flag_value=DEFAULT_SCENARIO, default=None, metavar="[SCENARIO]",
-              help=f"Run on the simulated host (scenario default: {DEFAULT_SCENARIO}; see `vftune sim list`).")
+@click.option("--sim", "sim", is_flag=False, flag_value=DEMO_SCENARIO, default=None, metavar="[SCENARIO]",
+              help=f"Run on the simulated host (scenario default: {DEMO_SCENARIO}; see `vftune sim list`).")
 @click.option("--scenario-file", "scenario_files", envvar="VFTUNE_RUN_SCENARIO_FILE", multiple=True, metavar="PATH",
               help="Run on the simulated host described by this TOML file (docs/scenarios.md).")
 @click.option("--speed", type=_number("speed"), default=DEFAULTS.speed, show_default=True,
