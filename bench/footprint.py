@@ -13,7 +13,8 @@ of each; and how long after the restore a SIGTERM with no client leaves the proc
 
 Beside them, in this process (no API, no signals): the per-tick breakdown from a cProfile run of
 the same agent on the same tree, with no view wanted, as the service runs with no client (its
-API process gets a heartbeat every 2 s; shares of the tick's wall time in the profile, from its caller
+API process gets a heartbeat every 2 s; the tick's CPU back to back and after a real sleep of the
+interval, as the service's ticks come; shares of the tick's wall time in the profile, from its caller
 table: sample = the backend's snapshot + rate derivation; tuner = the VF policies' step, state and
 measured window; PF = the PF controllers; writes = ITR and mode writes, read-backs, inventory;
 record = the row recorder and the store; loop = the rest, the tick's own bookkeeping), the CPU of
@@ -361,9 +362,13 @@ def _replies(load: str) -> CountingHost:
     return replies
 
 
-def tick_profile(policy: str, ticks: int, passes: int, top: int = 0, load: str = "steady") -> dict[str, Any]:
+def tick_profile(policy: str, ticks: int, passes: int, top: int = 0, load: str = "steady",
+                 slept_ticks: int = 0) -> dict[str, Any]:
     """The agent's tick in this process, as the service runs it with no client connected: no
-    view is wanted, so the policies' states are not copied (api/process.py sends a heartbeat)."""
+    view is wanted, so the policies' states are not copied (api/process.py sends a heartbeat).
+    `slept_ticks` more ticks, and as many sampling passes, are timed each after a real sleep of
+    the interval, as the service ticks: the caches are then colder than back to back (the
+    service's figure follows these)."""
     logging.disable(logging.WARNING)
     with tempfile.TemporaryDirectory(prefix="vftune-tick-") as tmp:
         clock = ManualClock()
@@ -382,6 +387,13 @@ def tick_profile(policy: str, ticks: int, passes: int, top: int = 0, load: str =
             clock.sleep(INTERVAL_S)
             agent.tick()
         tick_ms = (time.process_time() - cpu0) / ticks * 1000
+        slept_ms = []
+        for _ in range(slept_ticks):
+            clock.sleep(INTERVAL_S)
+            time.sleep(INTERVAL_S)
+            c0 = time.process_time()
+            agent.tick()
+            slept_ms.append((time.process_time() - c0) * 1000)
         cpu0 = time.process_time()
         for _ in range(ticks // 4):
             _push_view(agent)
@@ -406,6 +418,12 @@ def tick_profile(policy: str, ticks: int, passes: int, top: int = 0, load: str =
             c0 = time.process_time()
             host.snapshot()
             passes_ms.append((time.process_time() - c0) * 1000)
+        slept_passes_ms = []
+        for _ in range(slept_ticks):
+            time.sleep(INTERVAL_S)
+            c0 = time.process_time()
+            host.snapshot()
+            slept_passes_ms.append((time.process_time() - c0) * 1000)
         # The fixture's netlink replies alone, one per PF as a pass asks them: part of every pass
         # and tick above and of the service's agent process, where a real host's kernel builds them.
         replies_ms = []
@@ -418,8 +436,11 @@ def tick_profile(policy: str, ticks: int, passes: int, top: int = 0, load: str =
         host.close()
         store.close()
     logging.disable(logging.NOTSET)
-    return {"tick_ms": tick_ms, "view_ms": view_ms, "states_ms": states_ms, **parts,
-            "pass_ms": statistics.median(passes_ms), "replies_ms": statistics.median(replies_ms),
+    return {"tick_ms": tick_ms, "slept_tick_ms": statistics.median(slept_ms) if slept_ms else float("nan"),
+            "view_ms": view_ms, "states_ms": states_ms, **parts,
+            "pass_ms": statistics.median(passes_ms),
+            "slept_pass_ms": statistics.median(slept_passes_ms) if slept_passes_ms else float("nan"),
+            "replies_ms": statistics.median(replies_ms),
             "top": _tuner_top(stats, top) if top else []}
 
 
@@ -441,6 +462,8 @@ def main() -> None:
     parser.add_argument("--load-seconds", type=float, default=20.0, help="the 20 clients' run; 0: none")
     parser.add_argument("--ticks", type=int, default=200, help="ticks of the in-process profile")
     parser.add_argument("--passes", type=int, default=200, help="sampling passes of the reference")
+    parser.add_argument("--slept-ticks", type=int, default=24,
+                        help="ticks timed after a real sleep of the interval each (median printed); 0: none")
     parser.add_argument("--top", type=int, default=10, help="the tuner's top functions printed per policy; 0: none")
     parser.add_argument("--ticks-only", action="store_true",
                         help="the per-tick part alone, steady and idle (no service runs)")
@@ -453,20 +476,24 @@ def main() -> None:
 
     print("\nper tick, in this process, no view as with no client (cProfile shares of the tick; "
           "CPU ms without the profiler):")
-    print(f"{'policy':<8} {'load':<9} {'tick ms':>8} {'sample':>7} {'tuner':>6} {'PF':>4} {'writes':>7} {'record':>7} "
-          f"{'loop':>5} {'view ms':>8} {'states ms':>10} {'sampling pass ms':>17} {'pass at 4/s':>12} "
+    print(f"{'policy':<8} {'load':<9} {'tick ms':>8} {'slept':>6} {'sample':>7} {'tuner':>6} {'PF':>4} "
+          f"{'writes':>7} {'record':>7} "
+          f"{'loop':>5} {'view ms':>8} {'states ms':>10} {'sampling pass ms':>17} {'slept':>6} {'pass at 4/s':>12} "
           f"{'fixture replies ms':>19} {'replies at 4/s':>15}")
     profiles: dict[str, dict[str, Any]] = {}
     for policy in policies:
         for load in ["steady", "idle"] if args.ticks_only else ["steady"]:
-            r = tick_profile(policy, args.ticks, args.passes, args.top if load == "steady" else 0, load)
+            r = tick_profile(policy, args.ticks, args.passes, args.top if load == "steady" else 0, load,
+                             args.slept_ticks)
             if load == "steady":
                 profiles[policy] = r
-            print(f"{policy:<8} {load:<9} {r['tick_ms']:>8.2f} {r['sample'] * 100:>6.0f}% {r['tuner'] * 100:>5.0f}% "
+            print(f"{policy:<8} {load:<9} {r['tick_ms']:>8.2f} {r['slept_tick_ms']:>6.2f} "
+                  f"{r['sample'] * 100:>6.0f}% {r['tuner'] * 100:>5.0f}% "
                   f"{r['pf'] * 100:>3.0f}% {r['writes'] * 100:>6.0f}% {r['record'] * 100:>6.0f}% {r['loop'] * 100:>4.0f}% "
-                  f"{r['view_ms']:>8.2f} {r['states_ms']:>10.2f} {r['pass_ms']:>17.2f} "
+                  f"{r['view_ms']:>8.2f} {r['states_ms']:>10.2f} {r['pass_ms']:>17.2f} {r['slept_pass_ms']:>6.2f} "
                   f"{r['pass_ms'] / INTERVAL_S / 10:>11.2f}% {r['replies_ms']:>19.2f} "
                   f"{r['replies_ms'] / INTERVAL_S / 10:>14.2f}%")
+    print("(slept: the median tick or pass, ms, when each follows a real sleep of the interval, as the service's do)")
     print("(fixture replies: the fixture's netlink replies built alone, one per PF as a pass asks them; inside "
           "every tick, pass and the service's agent CPU here, a kernel's work on a real host)")
     for policy, r in profiles.items():
