@@ -333,6 +333,21 @@ def test_window_meter_never_counts_across_a_pending_write():
     assert w is not None and (w.start, w.end) == (13.0, 14.0) and w.bps == pytest.approx(2e9)
 
 
+def test_window_meter_never_counts_across_ticks_it_was_not_given():
+    """A VF missing from two snapshots (its PF's netlink read failed) comes back with a sample
+    over one tick: the window that was open must not read the missing half second as silence."""
+    meter = WindowMeter(1.0)
+    meter.start(change_t=10.0, settle_s=0.0)
+
+    def s(t: float) -> VfSample:
+        return VfSample(PCI, "pf", t, 0.25, 1e5, 1e9, 0, 0, None, None, 5000, None, True)
+
+    windows = [w for t in (10.25, 10.5, 10.75, 11.0, 11.25, 11.5, 12.25, 12.5, 12.75, 13.0, 13.25, 13.5)
+               if (w := meter.add(s(t))) is not None]
+    assert [(w.start, w.end) for w in windows] == [(10.25, 11.25), (12.25, 13.25)]
+    assert all(w.bps == pytest.approx(1e9) for w in windows)
+
+
 def test_state_reports_what_the_tuner_does():
     tuner = SearchTuner(PCI, caps())
     st = tuner.state()

@@ -340,6 +340,7 @@ class WindowMeter:
         self._sums: _Sums | None = None  # None while settling
         self._slice: _Sums | None = None
         self.slice: Window | None = None  # the slice that ended at the last sample, if any
+        self._last_t: float | None = None  # where the last sample ended
 
     def start(self, change_t: float, settle_s: float, window_s: float | None = None) -> None:
         """Forget the running window: a setting changed at change_t (sample time). Windows from
@@ -361,6 +362,15 @@ class WindowMeter:
 
     def add(self, s: VfSample) -> Window | None:
         self.slice = None
+        last_t, self._last_t = self._last_t, s.t
+        if last_t is not None and s.t - s.dt > last_t + EPS and self._sums is not None:
+            # Ticks this VF had no sample in (its PF's counters unreadable for a tick): a window
+            # spanning them would read their traffic as none. The next window opens after the
+            # gap; a settle time still running keeps its end.
+            settled_at = self._change_t + self._settle_s
+            self._change_t = s.t - s.dt
+            self._settle_s = max(0.0, settled_at - self._change_t)
+            self._sums = self._slice = None
         if s.itr_pending is not None:
             # A write is on its way (the patched VF takes it at its next fetch): the rate changes
             # somewhere after this sample, so no window counts across it and the settle time
