@@ -154,8 +154,9 @@ class MemoryPeaks(threading.Thread):
             pids = descendants(self.pid)
             parts = [(role(p), rss_mb(p)) for p in pids]
             self.agent_rss = max(self.agent_rss, rss_mb(self.pid))
-            if sum(mb for _role, mb in parts) > self.total_rss:
-                self.total_rss, self.at_peak = sum(mb for _role, mb in parts), parts
+            total = sum(mb for _role, mb in parts)
+            if total > self.total_rss:
+                self.total_rss, self.at_peak = total, parts
             self.total_pss = max(self.total_pss, sum(map(pss_mb, pids)))
 
 
