@@ -301,3 +301,47 @@ def test_the_policies_states_are_copied_only_for_a_view_that_will_be_read(tmp_pa
     view = agent.view()
     assert view.vfs and all(vf.policy_state == agent._policies[vf.pci].state() for vf in view.vfs)
     assert any(vf.phase for vf in view.vfs)
+
+
+class _CountingObserve(VfPolicy):
+    """Observe, counting the samples it is given per VF."""
+
+    name = "observe"
+    steps: dict[str, int] = {}
+
+    def __init__(self, pci: str) -> None:
+        self.pci = pci
+
+    def step(self, sample: VfSample) -> ItrDecision | None:
+        self.steps[self.pci] = self.steps.get(self.pci, 0) + 1
+        return None
+
+    def at_rest(self) -> bool:
+        return True
+
+
+def test_a_vf_at_rest_is_not_sampled_yet_keeps_its_history_row_each_second(tmp_path):
+    host = SimHost("mixed-host", seed=0, speed=float("inf"))
+    store = Store(tmp_path / "h.db")
+    _CountingObserve.steps = {}
+    agent = Agent(host, store, lambda pci, caps: _CountingObserve(pci), pf_controller("stock"))
+    _run(agent, 40)  # 10 s
+    vfs = agent.inventory.vfs()
+    idle = [vf.pci for vf in vfs if agent.vfs[vf.pci].totals.get("rx_packets", 0.0) == 0.0]
+    busy = [vf.pci for vf in vfs if vf.pci not in idle]
+    assert idle and busy
+    # A VF without traffic or interrupts is sampled until it is seen quiet; then its counts are
+    # compared each tick and it is rated (its policy told) once a history row, a second.
+    assert all(_CountingObserve.steps[pci] <= 1 + 10 for pci in idle)
+    assert all(_CountingObserve.steps[pci] == agent.ticks - 1 for pci in busy)  # the first primes
+    # What it shows stays current to the record period, and its history has a row a second.
+    last = agent.view()
+    shown = {vf.pci: vf for vf in last.vfs}
+    assert all(agent.wall_now() - shown[pci].updated <= agent.config.record_every_s + 1e-6 for pci in idle)
+    agent.shutdown()
+    assert store.count("samples") == 10 * len(vfs)
+    for pci in idle:
+        rows = store.samples(pci, 0, float("inf"), 100)
+        starts = [r["t"] - r["dt"] for r in rows]
+        assert [round(s, 6) for s in starts[1:]] == [round(r["t"], 6) for r in rows[:-1]], "rows leave no gap"
+        assert all(r["rx_bps"] == 0 for r in rows) and sum(r["dt"] for r in rows) == pytest.approx(10.0)

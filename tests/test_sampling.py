@@ -73,7 +73,7 @@ def test_every_vf_sample_carries_its_ports_total_capacity_and_share():
     rates = {vf.pci: 2.4e9 for vf in inv.vfs()}
     rates["0000:03:18.0"] = 3e9
     for _ in range(3):
-        samples, _ = deriver.derive(port.tick(rates, pf_bps=0.3e9), inv, {}, {})
+        samples, _, _ = deriver.derive(port.tick(rates, pf_bps=0.3e9), inv, {}, {})
     by_pci = {s.pci: s for s in samples}
     s = by_pci["0000:03:10.1"]
     assert s.port_rx_bps == pytest.approx(4 * 2.4e9 + 0.3e9, rel=1e-3)
@@ -91,7 +91,7 @@ def test_a_port_with_an_unrated_vf_has_no_port_view():
     port, deriver = Port(inv), RateDeriver()
     rates = {vf.pci: 1e9 for vf in inv.vfs()}
     deriver.derive(port.tick(rates), inv, {}, {})
-    samples, _ = deriver.derive(port.tick(rates, drop="0000:03:10.1"), inv, {}, {})
+    samples, _, _ = deriver.derive(port.tick(rates, drop="0000:03:10.1"), inv, {}, {})
     seen = {s.pci: s for s in samples}
     assert "0000:03:10.1" not in seen
     assert seen["0000:03:10.0"].port_rx_bps is None and seen["0000:03:10.0"].port_rx_share_bps is None
@@ -106,12 +106,12 @@ def test_room_a_neighbour_leaves_for_a_few_seconds_is_not_the_vfs_share():
     for _ in range(10):
         deriver.derive(port.tick(steady), inv, {}, {})
     probing = dict(steady, **{"0000:03:10.3": 0.2 * level})  # the neighbour probes a low rate
-    samples, _ = deriver.derive(port.tick(probing), inv, {}, {})
+    samples, _, _ = deriver.derive(port.tick(probing), inv, {}, {})
     share = {s.pci: s.port_rx_share_bps for s in samples}
     assert share["0000:03:10.0"] == pytest.approx(level, rel=1e-3)
     # Once it has stayed small for longer than the memory, it is a small user: its room is shared.
     for _ in range(round(deriver.share_memory_s) + 1):
-        samples, _ = deriver.derive(port.tick(probing), inv, {}, {})
+        samples, _, _ = deriver.derive(port.tick(probing), inv, {}, {})
     share = {s.pci: s.port_rx_share_bps for s in samples}
     assert share["0000:03:10.0"] == pytest.approx((CAPACITY - 0.2 * level) / 3, rel=1e-3)
 
@@ -133,7 +133,7 @@ def test_socket_drops_are_a_one_vf_guests_own_and_shared_by_packets_on_a_guest_w
     samples: list = []
     for _ in range(3):
         drops = {g: n + 5000 for g, n in drops.items()}
-        samples, _ = deriver.derive(dataclasses.replace(port.tick(rates), guest_rx_drops=drops), inv, {}, {})
+        samples, _, _ = deriver.derive(dataclasses.replace(port.tick(rates), guest_rx_drops=drops), inv, {}, {})
     by_pci = {s.pci: s for s in samples}
     assert by_pci["0000:03:10.0"].rx_dropped_pps == pytest.approx(5000.0)
     assert by_pci["0000:03:10.0"].rx_dropped_share_pps is None
@@ -210,7 +210,7 @@ def test_the_vfs_of_one_guest_carry_their_bits_together_and_a_lone_vf_none():
     port, deriver = Port(inv), RateDeriver()
     rates = {"0000:03:10.0": 3e9, "0000:03:10.1": 1e9, "0000:03:10.2": 2e9}
     for _ in range(3):
-        samples, _ = deriver.derive(port.tick(rates), inv, {}, {})
+        samples, _, _ = deriver.derive(port.tick(rates), inv, {}, {})
     by_pci = {s.pci: s for s in samples}
     assert by_pci["0000:03:10.0"].guest_bps == pytest.approx(4e9, rel=1e-3)
     assert by_pci["0000:03:10.1"].guest_bps == pytest.approx(4e9, rel=1e-3)
@@ -238,7 +238,7 @@ def test_a_pending_itr_is_in_the_sample_it_was_pending_for():
     port, deriver = Port(inv), RateDeriver()
     rates = {vf.pci: 1e9 for vf in inv.vfs()}
     deriver.derive(port.tick(rates), inv, {}, {})
-    samples, _ = deriver.derive(port.tick(rates), inv, {"0000:03:10.0": 8000}, {}, {"0000:03:10.0": 20000})
+    samples, _, _ = deriver.derive(port.tick(rates), inv, {"0000:03:10.0": 8000}, {}, {"0000:03:10.0": 20000})
     by_pci = {s.pci: s for s in samples}
     assert (by_pci["0000:03:10.0"].itr, by_pci["0000:03:10.0"].itr_pending) == (8000, 20000)
     assert (by_pci["0000:03:10.1"].itr, by_pci["0000:03:10.1"].itr_pending) == (0, None)
@@ -254,7 +254,7 @@ def test_port_fields_are_port_views_of_the_ticks_demands_whether_or_not_they_mov
     for rates in ticks:  # a rate held for several ticks is a port whose shares did not move
         snap = port.tick(dict(zip(pcis, rates)), pf_bps=rates[0] / 10)
         recent = {k: list(v) for k, v in deriver._recent.items()}
-        samples, pf_samples = deriver.derive(snap, inv, {}, {})
+        samples, pf_samples, _ = deriver.derive(snap, inv, {}, {})
         if not samples:
             continue
         by_pci = {s.pci: s for s in samples}
@@ -272,3 +272,33 @@ def test_port_fields_are_port_views_of_the_ticks_demands_whether_or_not_they_mov
             view = port_view(vf_rx, pf_rx, demand)
             assert [(s.port_rx_bps, s.port_rx_capacity_bps, s.port_rx_share_bps) for s in members] == \
                 [(view.rx_bps, view.capacity_bps, view.shares[s.pci]) for s in members]
+
+
+def test_a_vf_at_rest_is_rated_once_per_span_and_its_quiet_span_comes_before_its_traffic():
+    inv = _inventory(2)
+    port, deriver = Port(inv), RateDeriver()
+    quiet_vf, busy_vf = "0000:03:10.0", "0000:03:10.1"
+    rates = {quiet_vf: 0.0, busy_vf: 2e9, "0000:03:18.0": 0.0}
+    deriver.derive(port.tick(rates), inv, {}, {})
+    deriver.derive(port.tick(rates), inv, {}, {})  # t=2: its last tick sample (quiet)
+    resting = {quiet_vf}
+    seen: list[tuple[float, list[VfSample], list[VfSample]]] = []
+    for _ in range(8):  # t=3..10; a history row closes at 6 and 10
+        vfs, _, quiet = deriver.derive(port.tick(rates), inv, {quiet_vf: 8000}, {}, resting=resting,
+                                       close_spans=port.t in (6.0, 10.0))
+        seen.append((port.t, vfs, quiet))
+    # No tick sample while its counts stay the same; the busy VF's port still counts it (at zero).
+    assert all(quiet_vf not in {s.pci for s in vfs} for _, vfs, _ in seen)
+    busy = [s for _, vfs, _ in seen for s in vfs if s.pci == busy_vf]
+    assert len(busy) == 8 and all(s.port_rx_bps == pytest.approx(2e9) for s in busy)
+    assert all(s.port_rx_share_bps is not None and s.port_rx_share_bps > 5e9 for s in busy)
+    # A span each time a row closes, from where its rest began (t=2), without a gap or overlap.
+    spans = [s for _, _, quiet in seen for s in quiet]
+    assert [(s.t - s.dt, s.t) for s in spans] == [(2.0, 6.0), (6.0, 10.0)]
+    assert all(s.rx_bps == 0 and s.itr == 8000 and s.fresh for s in spans)
+    # Traffic again at t=12: the span 10..11 first, then the tick 11..12 with its rate.
+    deriver.derive(port.tick(rates), inv, {}, {}, resting=resting)
+    vfs, _, quiet = deriver.derive(port.tick({**rates, quiet_vf: 1e9}), inv, {}, {}, resting=resting)
+    assert [(s.t - s.dt, s.t) for s in quiet] == [(10.0, 11.0)]
+    sample = next(s for s in vfs if s.pci == quiet_vf)
+    assert (sample.t - sample.dt, sample.rx_bps) == (11.0, pytest.approx(1e9, rel=1e-3))

@@ -30,27 +30,27 @@ class CostTracker:
     # Interrupt rate each VF had under its own adaptive ITR, before the agent set anything.
     baseline_ints: dict[str, float] = field(default_factory=dict)
     current_ints: dict[str, float] = field(default_factory=dict)
+    tick_s: float = 0.25  # the agent's interval: a sample over several ticks weighs as several
 
     def __post_init__(self) -> None:
         self.rows = deque(self.rows, maxlen=self.max_rows)
 
-    def add(self, samples: Sequence[VfSample], guest_of: Mapping[str, str]) -> None:
-        """One row per guest per interval: guest CPU covers all of a guest's VFs together."""
+    def add(self, samples: Sequence[VfSample], guest_of: Mapping[str, str],
+            quiet: Sequence[VfSample] = ()) -> None:
+        """One row per guest per interval: guest CPU covers all of a guest's VFs together. `quiet`:
+        spans of VFs at rest (no traffic), which count in the interrupt rates, not in rows."""
+        for s in quiet:
+            self._rates(s)
         per_guest: dict[str, list[VfSample]] = {}
         for s in samples:
-            if s.interrupts_per_s is None:
+            if not self._rates(s):
                 continue
-            self.current_ints[s.pci] = s.interrupts_per_s
-            if s.itr == 0 and s.fresh:
-                old = self.baseline_ints.get(s.pci)
-                # Smooth: adaptive ITR hops between classes from sample to sample.
-                self.baseline_ints[s.pci] = s.interrupts_per_s if old is None else 0.8 * old + 0.2 * s.interrupts_per_s
             guest = guest_of.get(s.pci)
             if guest is not None:
                 per_guest.setdefault(guest, []).append(s)
         for guest, group in per_guest.items():
             cpu = group[0].guest_cpu
-            if cpu is None or any(not s.fresh or s.interrupts is None for s in group):
+            if cpu is None or any(not s.fresh for s in group):
                 continue
             nbytes = sum((s.rx_bps + s.tx_bps) / 8 * s.dt for s in group)
             # An idle guest's CPU is its own background work, not network cost: no row.
@@ -64,6 +64,24 @@ class CostTracker:
             # are told apart by guest and by their packets' size (to a factor of two).
             load = f"{guest}/{round(math.log2(max(nbytes / packets, 1.0)))}"
             self.rows.append((load, costmodel.row(cpu * group[0].dt, nbytes, packets, interrupts)))
+
+    def _rates(self, s: VfSample) -> bool:
+        """Note a sample's interrupt rate (and, under the adaptive ITR, the baseline's); False
+        when the host cannot see its interrupts."""
+        rate = s.interrupts_per_s
+        if rate is None:
+            return False
+        self.current_ints[s.pci] = rate
+        if s.itr == 0 and s.fresh:
+            # Smooth, a fifth a tick: adaptive ITR hops between classes from sample to sample.
+            baseline = self.baseline_ints.get(s.pci)
+            if baseline is None:
+                baseline = rate
+            else:
+                for _ in range(max(1, round(s.dt / self.tick_s))):
+                    baseline = 0.8 * baseline + 0.2 * rate
+            self.baseline_ints[s.pci] = baseline
+        return True
 
     def refit(self) -> costmodel.CostFit | None:
         """Fit over the rows held; keeps the previous fit when the rows cannot separate the costs."""

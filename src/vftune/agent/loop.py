@@ -216,6 +216,7 @@ class Agent:
         self._run_id: int | None = None
         self.costs = CostTracker()
         self._recorder = SampleRecorder(self.config.record_every_s)
+        self.costs.tick_s = self.config.interval
         self._measuring: dict[type, bool] = {}  # VF policy class -> whether it MeasuresWindows
         self._refresh_reason: str | None = None
         self._last_refresh_reason: str | None = None  # the last one logged at INFO
@@ -233,6 +234,10 @@ class Agent:
         # Whether a view will be taken after this tick (the API process's push says; an
         # in-process reader may take one any time): the policies' states are copied only then.
         self.view_wanted: Callable[[], bool] = lambda: True
+        # VFs at rest (sampling.py): no traffic, no interrupts, their policy at rest, nothing
+        # on its way. Each leaves it when its counts move, a write is made to it, or it gets a
+        # new policy (a rule or its owner changed).
+        self._resting: set[str] = set()
         # Only a flag is set on the notifying thread; the tick does the re-read.
         host.add_inventory_listener(lambda: self.request_refresh("host reported a guest or VF change"))
 
@@ -395,6 +400,7 @@ class Agent:
                             handed_back.append(vf.pci)
                         policy = self._new_policy(vf.pci, rule)
                         self._policies[vf.pci] = policy
+                        self._resting.discard(vf.pci)  # the new policy sees samples before it rests
                         if rule.pin_itr is None:  # a pin is set below, with its rule as the reason
                             fresh.append(vf.pci)
                         self.vfs[vf.pci] = VfState(policy=policy.name, itr=itr, rule=rule)
@@ -409,6 +415,7 @@ class Agent:
             for pci in set(self._policies) - {vf.pci for vf in inv.vfs()}:
                 del self._policies[pci]
                 del self.vfs[pci]
+                self._resting.discard(pci)
         decisions = []
         for pci in handed_back:
             owner = _owner(before[pci]) or "no guest"
@@ -461,22 +468,43 @@ class Agent:
         itrs = {pci: st.itr for pci, st in self.vfs.items()}
         modes = {name: st.mode for name, st in self.pfs.items()}
         pending = {pci: st.pending_itr for pci, st in self.vfs.items() if st.pending_itr is not None}
-        vf_samples, pf_samples = self._deriver.derive(snap, self.inventory, itrs, modes, pending)
+        resting, warm = self._resting, self._warm
+        # VFs at rest are rated when a history row closes (with no store: as often).
+        last = self._deriver.last
+        if self.store is None:
+            close = self._due(self.config.record_every_s)
+        else:
+            close = last is not None and self._recorder.closes(snap.time, last.time)
+        vf_samples, pf_samples, quiet = self._deriver.derive(snap, self.inventory, itrs, modes, pending, resting,
+                                                             close)
         now = self.wall(snap.time)
         self._poll_mode.update(snap)
         confirmed = self._poll_mode.confirmed
         vfs_get, policies = self.vfs.get, self._policies  # the same dicts all tick (entries change)
-        for s in vf_samples:
+        # A policy is given every interval of its VF, a quiet span (before the VF's tick sample,
+        # if it has one) as one sample: its windows never span time it was not told about.
+        samples = quiet + vf_samples if quiet else vf_samples
+        arrived: set[str] = set()  # VFs that came to rest this tick
+        for s in samples:
             pci = s.pci
             # _poll_mode_step does nothing for a VF neither in nor coming out of poll mode.
             st = vfs_get(pci)
             if st is not None and (st.poll_mode or pci in confirmed) and self._poll_mode_step(pci, now, decisions):
+                resting.discard(pci)
                 continue
-            decision = policies[pci].step(s)
+            policy = policies[pci]
+            decision = policy.step(s)
             if decision is not None:
                 applied_itr = self._apply_itr(pci, decision, now)
                 if applied_itr is not None:
                     decisions.append(applied_itr)
+            elif (not (s.interrupts or s.rx_pps or s.tx_pps or s.rx_bps or s.tx_bps) and s.itr_pending is None
+                  and pci not in warm and policy.at_rest()):
+                if pci not in resting:
+                    resting.add(pci)
+                    arrived.add(pci)
+            else:
+                resting.discard(pci)
         self._keep_warm(now)
         for p in pf_samples:
             ctl = self._controllers.get(p.pf)
@@ -489,13 +517,15 @@ class Agent:
         states = self.view_wanted()
         vfs, measuring = self.vfs, self._measuring
         with self.lock:
-            for s in vf_samples:
+            for s in samples:
                 pci = s.pci
                 st = vfs.get(pci)
                 if st is not None:
                     st.sample = s
                     policy = policies[pci]
-                    if states and not st.poll_mode:
+                    # A VF coming to rest keeps its policy's state as it is now: its quiet spans
+                    # change nothing in it.
+                    if (states or pci in arrived) and not st.poll_mode:
                         st.policy_state = policy.state()
                     measures = measuring.get(type(policy))
                     if measures is None:
@@ -513,11 +543,11 @@ class Agent:
             took = time.monotonic() - started
             self._tick_counts[bisect.bisect_left(TICK_BUCKETS, took)] += 1
             self._tick_sum += took
-        self.costs.add(vf_samples, self._guest_of)
+        self.costs.add(vf_samples, self._guest_of, quiet)
         if self._due(self.config.fit_every_s):
             self._refit_costs(pf_samples, now)
         if self.store is not None:
-            self._recorder.add(snap.time, vf_samples, pf_samples)
+            self._recorder.add(snap.time, vf_samples, pf_samples, quiet)
             if self._recorder.due(snap.time):
                 self.store.record_tick(now, *self._recorder.take(), decisions)
             else:
@@ -594,6 +624,7 @@ class Agent:
         if not self._supports_itr(pci) or not self.backoff.may_try(pci, "itr", t):
             return None  # unsupported here, or failing and not due for a retry
         applied = self._call(lambda: self.host.set_vf_itr(pci, decision.itr), pci, "itr", decision.itr)
+        self._resting.discard(pci)
         st = self.vfs[pci]
         if applied.ok and self.config.keep_warm_s > 0:
             self._warm[pci] = (t, t + self.config.keep_warm_s)
@@ -792,6 +823,8 @@ class Agent:
 
     def shutdown(self) -> list[Applied]:
         """Undo every write and record it: nothing is left on a port that is not accounted for."""
+        # VFs at rest: their spans since they were last rated, at the rates in force then.
+        resting = self._deriver.end_rest({pci: st.itr for pci, st in self.vfs.items()})
         restored = self.host.restore()
         t = self.wall(self.host.now())
         decisions = [
@@ -807,6 +840,7 @@ class Agent:
             self._count_decisions(decisions)
         if self.store is not None:
             try:
+                self._recorder.add(self.host.now(), [], [], resting)
                 vf_rows, pf_rows = self._recorder.take()  # the part of a row before the stop
                 if vf_rows or pf_rows:
                     self.store.record_tick(self.wall(max((s.t for s in vf_rows), default=self.host.now())),

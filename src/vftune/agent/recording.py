@@ -111,7 +111,16 @@ class SampleRecorder:
         self._pfs: dict[str, list[PfSample]] = {}
         self._since: float | None = None  # start of the period being collected
 
-    def add(self, t: float, vf_samples: Iterable[VfSample], pf_samples: Iterable[PfSample]) -> None:
+    def add(self, t: float, vf_samples: Iterable[VfSample], pf_samples: Iterable[PfSample],
+            quiet: Iterable[VfSample] = ()) -> None:
+        """One tick's samples; `quiet`: spans of VFs at rest that ended this tick, each before its
+        VF's tick sample. A span is longer than a tick, so it does not say where the period began."""
+        for s in quiet:
+            row = self._vfs.get(s.pci)
+            if row is None:
+                self._vfs[s.pci] = _VfRow(s)
+            else:
+                row.add(s)
         for s in vf_samples:
             if self._since is None:
                 self._since = s.t - s.dt
@@ -126,6 +135,12 @@ class SampleRecorder:
             self._pfs.setdefault(p.pf, []).append(p)
         if self._since is None:
             self._since = t
+
+    def closes(self, t: float, tick_start: float) -> bool:
+        """Whether the period will be due at host time t once a tick that began at tick_start
+        is added: what the agent closes its VFs' quiet spans by, so a row covers its period."""
+        since = self._since if self._since is not None else tick_start
+        return t - since >= self.every_s - 1e-3
 
     def due(self, t: float) -> bool:
         """Whether the period has run its length at host time t (with 1 ms for float steps)."""

@@ -4,6 +4,11 @@ VF byte and packet counters on an unpatched ixgbe are copies refreshed every
 2 s, so a rate is taken over the counters' own refresh times, not the snapshot
 interval; between refreshes the previous rate is carried and marked not fresh.
 
+A VF the agent says is at rest (no traffic, no interrupts, nothing its policy would do on a
+quiet sample) is not rated every tick while its counts stay the same: its quiet span is rated
+once, from the snapshot where it began, when the agent closes a history row or when the counts
+move. On an idle host that is most VFs, and their per-tick work is then a comparison of counts.
+
 Each VF sample also carries its port's receive load (port_view): VFs sharing a saturated port
 share its line rate, so a VF's gain there may be a share taken from its neighbours, and the
 tuner needs the port's total and the VF's fair share of it to tell the two apart. The share
@@ -17,9 +22,9 @@ from __future__ import annotations
 import bisect
 import math
 from collections import Counter, deque
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Set
 from dataclasses import dataclass, field, fields
-from typing import cast
+from typing import NamedTuple, cast
 
 from vftune.itr import LINE_RATE_BPS, WIRE_OVERHEAD_B
 from vftune.model import Inventory, PfSample, Snapshot, VfCounters, VfInfo, VfSample, make_vf_sample
@@ -126,6 +131,7 @@ def _capacity(rx_bps: float, rx_pps: float, line_rate_bps: float = LINE_RATE_BPS
 # A VF's rates as _rates() gives them: (rx_pps, rx_bps, tx_pps, tx_bps).
 _Rates = tuple[float, float, float, float]
 _NO_RATES: _Rates = (0.0, 0.0, 0.0, 0.0)
+_AT_REST = (0.0, 0.0)  # a VF at rest's (rx bits/s, rx packets/s) in its port's figures
 
 
 @dataclass(frozen=True)
@@ -153,6 +159,20 @@ class _Layout:
         )
 
 
+class Derived(NamedTuple):
+    """One tick's samples: each VF rated over the tick, each PF's, and the quiet spans of VFs at
+    rest that ended this tick (rated over the span; each comes before its VF's tick sample)."""
+
+    vfs: list[VfSample]
+    pfs: list[PfSample]
+    quiet: list[VfSample]
+
+
+def _same_counts(a: VfCounters, b: VfCounters) -> bool:
+    return (a.rx_packets == b.rx_packets and a.tx_packets == b.tx_packets and a.rx_bytes == b.rx_bytes
+            and a.tx_bytes == b.tx_bytes and a.interrupts == b.interrupts)
+
+
 @dataclass
 class RateDeriver:
     """Keeps the last snapshot and last rates; derive() is called once per tick."""
@@ -168,23 +188,32 @@ class RateDeriver:
     _layout: tuple[Inventory, _Layout] | None = None
     # Per port: what its fair shares were last computed from (capacity, VFs, demands) and them.
     _last_shares: dict[str, tuple[tuple[object, ...], dict[str, float]]] = field(default_factory=dict)
+    # VF at rest -> the snapshot its quiet span not yet rated began at.
+    _rest_from: dict[str, Snapshot] = field(default_factory=dict)
 
     def derive(
         self, snap: Snapshot, inv: Inventory, itrs: Mapping[str, int], modes: Mapping[str, str],
-        pending: Mapping[str, int] | None = None,
-    ) -> tuple[list[VfSample], list[PfSample]]:
+        pending: Mapping[str, int] | None = None, resting: Set[str] = frozenset(), close_spans: bool = False,
+    ) -> Derived:
         """Each VF's and PF's sample over the interval since the last snapshot, every field set
         at once (one VfSample per VF, none copied). `pending`: VF -> an ITR accepted but not in
-        force yet (VfSample.itr_pending)."""
+        force yet (VfSample.itr_pending). `resting`: VFs at rest (the module's docstring): none
+        of them has a tick sample while its counts stay the same; `close_spans`: their quiet
+        spans are rated up to this snapshot (a history row ends here)."""
         prev, self.last = self.last, snap
         if prev is None:
-            return [], []
+            return Derived([], [], [])
         dt = snap.time - prev.time
         if dt <= 0:
-            return [], []
+            return Derived([], [], [])
         if self._layout is None or self._layout[0] is not inv:
             self._layout = (inv, _Layout.of(inv))
+            known = {vf.pci for vf, _, _ in self._layout[1].vfs}
+            self._rest_from = {pci: base for pci, base in self._rest_from.items() if pci in known}
         layout = self._layout[1]
+        rest_from = self._rest_from
+        quiet: list[VfSample] = []
+        rested: set[str] = set()  # VFs at rest all tick: their port counts them at zero
         pending = pending or {}
         snap_vfs, prev_vfs = snap.vfs, prev.vfs
         snap_cpu, prev_cpu = snap.guest_cpu, prev.guest_cpu
@@ -199,6 +228,21 @@ class RateDeriver:
             now_c, old_c = snap_vfs.get(pci), prev_vfs.get(pci)
             if now_c is None or old_c is None:
                 continue  # appeared or vanished this tick: no interval to rate
+            base = rest_from.get(pci)
+            if base is not None or pci in resting:
+                start = base or prev
+                start_c = start.vfs.get(pci)
+                if pci in resting and start_c is not None and _same_counts(now_c, start_c):
+                    rested.add(pci)
+                    if close_spans:
+                        quiet.append(self._quiet_span(vf, guest, shared, snap, start, itrs_get(pci, 0)))
+                        start = snap
+                    rest_from[pci] = start
+                    continue
+                if base is not None:
+                    del rest_from[pci]
+                    if base is not prev:  # its quiet span up to this tick, then the tick
+                        quiet.append(self._quiet_span(vf, guest, shared, prev, base, itrs_get(pci, 0)))
             # The rates over the counters' own refresh times (else the last refresh's, carried).
             span = now_c.counters_time - old_c.counters_time
             if span <= 0:
@@ -250,8 +294,48 @@ class RateDeriver:
             for name, c in snap.pfs.items()
             if name in prev.pfs
         ]
-        self._ports(snap.time, rows, pf_samples, layout)
-        return list(map(make_vf_sample, rows.values())), pf_samples
+        self._ports(snap.time, rows, pf_samples, layout, rested)
+        return Derived(list(map(make_vf_sample, rows.values())), pf_samples, quiet)
+
+    def end_rest(self, itrs: Mapping[str, int]) -> list[VfSample]:
+        """The quiet spans not yet rated, up to the last snapshot (the agent stops), at the
+        rates `itrs` (VF -> ITR in force); each VF at rest leaves it."""
+        last, layout = self.last, self._layout
+        if last is None or layout is None:
+            return []
+        spans = [
+            self._quiet_span(vf, guest, shared, last, base, itrs.get(vf.pci, 0))
+            for vf, guest, shared in layout[1].vfs
+            if (base := self._rest_from.get(vf.pci)) is not None and base is not last and vf.pci in last.vfs
+        ]
+        self._rest_from = {}
+        return spans
+
+    def _quiet_span(self, vf: VfInfo, guest: str | None, shared: bool, snap: Snapshot, base: Snapshot,
+                    itr: int) -> VfSample:
+        """A VF at rest over its quiet span from `base` to `snap` (its counts the same at both):
+        no traffic, its guest's figures over the span. Its port's figures and its share of a
+        guest it shares are counted per tick, not kept over a span: not known (None), which a
+        policy at rest does not read."""
+        now_c, base_c = snap.vfs[vf.pci], base.vfs[vf.pci]
+        dt = snap.time - base.time
+        cpu = dropped = split = None
+        if guest is not None:
+            c1, c0 = snap.guest_cpu.get(guest), base.guest_cpu.get(guest)
+            cpu = max(0.0, c1 - c0) / dt if c1 is not None and c0 is not None else None
+            renewed, drops, split = _guest_rates_between(guest, snap, base)
+            if not renewed:  # its agent not read again since: its last rates, as a tick shows them
+                drops, split = self.carried_drops.get(guest), self.carried_split.get(guest)
+            if not shared:
+                dropped = drops
+        ints = None if now_c.interrupts is None else 0
+        return VfSample(
+            pci=vf.pci, pf=vf.pf, t=snap.time, dt=dt, rx_pps=0.0, rx_bps=0.0, tx_pps=0.0, tx_bps=0.0,
+            interrupts_per_s=None if ints is None else 0.0, interrupts=ints, itr=itr, guest_cpu=cpu,
+            fresh=now_c.counters_time > base_c.counters_time, rx_dropped_pps=dropped,
+            guest_irq_cpu=split[0] if split else None, guest_user_cpu=split[1] if split else None,
+            guest_idle_cpu=split[2] if split else None,
+        )
 
     @staticmethod
     def _guest_totals(rows: dict[str, list[object]], layout: _Layout, drops: dict[str, float | None]) -> None:
@@ -285,26 +369,19 @@ class RateDeriver:
         tick: a count may be older than its snapshot, and one not read again since the last
         snapshot carries the last rates). None where either snapshot lacks it; a count that went
         back (the guest rebooted) rates 0."""
-        t1, t0 = snap.guest_rx_drops_time.get(guest, snap.time), prev.guest_rx_drops_time.get(guest, prev.time)
-        renewed = t1 > t0
-        drops: float | None = None
-        d1, d0 = snap.guest_rx_drops.get(guest), prev.guest_rx_drops.get(guest)
-        if d1 is None or d0 is None:
+        renewed, drops, split = _guest_rates_between(guest, snap, prev)
+        if drops is None:
             self.carried_drops.pop(guest, None)
         elif not renewed:
             drops = self.carried_drops.get(guest)
         else:
-            drops = self.carried_drops[guest] = max(0, d1 - d0) / (t1 - t0)
-        split: tuple[float, float, float] | None = None
-        c1, c0 = snap.guest_cpu_times.get(guest), prev.guest_cpu_times.get(guest)
-        if c1 is None or c0 is None:
+            self.carried_drops[guest] = drops
+        if split is None:
             self.carried_split.pop(guest, None)
         elif not renewed:
             split = self.carried_split.get(guest)
         else:
-            dt = t1 - t0
-            split = self.carried_split[guest] = (max(0.0, c1.interrupts - c0.interrupts) / dt,
-                                                 max(0.0, c1.user - c0.user) / dt, max(0.0, c1.idle - c0.idle) / dt)
+            self.carried_split[guest] = split
         return drops, split
 
     def _peak(self, key: str, t: float, bps: float) -> float:
@@ -321,8 +398,10 @@ class RateDeriver:
             recent.popleft()
         return recent[0][1]
 
-    def _ports(self, t: float, rows: dict[str, list[object]], pf_samples: list[PfSample], layout: _Layout) -> None:
-        """Fill each VF's port fields, for ports whose PF and every VF were rated this tick."""
+    def _ports(self, t: float, rows: dict[str, list[object]], pf_samples: list[PfSample], layout: _Layout,
+               rested: Set[str]) -> None:
+        """Fill each VF's port fields, for ports whose PF and every VF were rated this tick (a VF
+        at rest, `rested`, counts as rated at zero)."""
         pf_rates = {p.pf: (p.rx_bps, p.rx_pps) for p in pf_samples}
         seen: set[str] = set()
         peak, last_shares = self._peak, self._last_shares
@@ -330,10 +409,10 @@ class RateDeriver:
             if pf not in pf_rates:
                 continue
             members = [rows.get(pci) for pci in pcis]
-            if any(m is None for m in members):
+            if any(m is None and pci not in rested for pci, m in zip(pcis, members)):
                 continue  # part of the port unseen: its total would be too low
-            rates = {pci: (cast(float, m[_RX_BPS]), cast(float, m[_RX_PPS]))
-                     for pci, m in zip(pcis, members) if m is not None}
+            rates = {pci: (cast(float, m[_RX_BPS]), cast(float, m[_RX_PPS])) if m is not None else _AT_REST
+                     for pci, m in zip(pcis, members)}
             demand = {pci: peak(pci, t, bps) for pci, (bps, _) in rates.items()}
             pf_key = f"pf:{pf}"
             demand[""] = peak(pf_key, t, pf_rates[pf][0])
@@ -353,7 +432,8 @@ class RateDeriver:
                 shares = fair_shares(capacity, demand, rates)
                 last_shares[pf] = (key, shares)
             for pci, m in zip(pcis, members):
-                assert m is not None
+                if m is None:
+                    continue  # at rest: no sample this tick
                 m[_PORT_BPS], m[_PORT_CAPACITY], m[_PORT_SHARE] = rx_bps, capacity, shares[pci]
         if len(self._recent) != len(seen):
             for gone in set(self._recent) - seen:
@@ -370,6 +450,27 @@ class RateDeriver:
             max(0, now.tx_bytes - old.tx_bytes) * 8 / span,
         )
         return rates, True
+
+
+def _guest_rates_between(guest: str, snap: Snapshot, base: Snapshot) -> tuple[
+        bool, float | None, tuple[float, float, float] | None]:
+    """Whether the guest's agent was read again between two snapshots, and its socket drops per
+    second and (interrupt, user, idle) CPU seconds per second between those reads (not renewed:
+    0 over no time, to be carried by the caller). None where either snapshot lacks it; a count
+    that went back (the guest rebooted) rates 0."""
+    t1, t0 = snap.guest_rx_drops_time.get(guest, snap.time), base.guest_rx_drops_time.get(guest, base.time)
+    renewed = t1 > t0
+    dt = t1 - t0 if renewed else 1.0
+    drops: float | None = None
+    d1, d0 = snap.guest_rx_drops.get(guest), base.guest_rx_drops.get(guest)
+    if d1 is not None and d0 is not None:
+        drops = max(0, d1 - d0) / dt
+    split: tuple[float, float, float] | None = None
+    c1, c0 = snap.guest_cpu_times.get(guest), base.guest_cpu_times.get(guest)
+    if c1 is not None and c0 is not None:
+        split = (max(0.0, c1.interrupts - c0.interrupts) / dt, max(0.0, c1.user - c0.user) / dt,
+                 max(0.0, c1.idle - c0.idle) / dt)
+    return renewed, drops, split
 
 
 # Places in a derive() row (VfSample's fields in order; checked against the dataclass below).

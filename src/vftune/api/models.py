@@ -155,7 +155,9 @@ class VfOut(ViewModel):
         None, description="CPU seconds per second in the owning guest's processes (user + nice), from the same "
         "read; null when unknown")
     fresh: bool | None
-    updated: float | None
+    updated: float | None = Field(
+        description="Unix time the figures above end at. A VF at rest (no traffic, no interrupts, its policy "
+        "idle) has its counters compared every tick but is rated once per history row (1 s): up to that old")
     last_decision: str | None
     state: str = Field(description="converged, searching, adaptive (the VF's own ITR), excluded or pinned")
     objective: str = Field(description="balanced (the default), throughput, efficiency or latency (from a config "

@@ -91,6 +91,9 @@ class Recording(VfPolicy):
     def state(self) -> dict[str, object]:
         return self.inner.state()
 
+    def at_rest(self) -> bool:
+        return self.inner.at_rest()
+
 
 @dataclass
 class Settle:

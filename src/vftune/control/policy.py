@@ -30,6 +30,12 @@ class VfPolicy(Protocol):
         needs no counters). Default: none."""
         return None
 
+    def at_rest(self) -> bool:
+        """Whether samples without traffic or interrupts would change nothing in this policy now
+        (no decision, no state), so the agent may stop sampling its VF until its counts move.
+        Default: no."""
+        return False
+
 
 class PfController(Protocol):
     """Decides one PF's rx mode. Subclass it explicitly to inherit the defaults."""
@@ -84,6 +90,9 @@ class FixedItr(VfPolicy):
     def initial(self) -> ItrDecision | None:
         return ItrDecision(self.itr, f"fixed policy: {self.itr}/s, set when the VF was found")
 
+    def at_rest(self) -> bool:
+        return True  # the rate in force stays (the agent checks nothing is on its way)
+
 
 class Observe(VfPolicy):
     """Changes nothing: the VF keeps whatever it runs (the guest's adaptive ITR by default)."""
@@ -93,6 +102,9 @@ class Observe(VfPolicy):
     def step(self, sample: VfSample) -> ItrDecision | None:
         return None
 
+    def at_rest(self) -> bool:
+        return True
+
 
 class Excluded(VfPolicy):
     """A VF the config file excludes: never written, whatever it runs stays."""
@@ -101,6 +113,9 @@ class Excluded(VfPolicy):
 
     def step(self, sample: VfSample) -> ItrDecision | None:
         return None
+
+    def at_rest(self) -> bool:
+        return True
 
 
 class StockMode(PfController):

@@ -269,6 +269,11 @@ class SearchTuner(VfPolicy):
         """An event that sets nothing (shown in state() and the event list)."""
         self._emit(TunerEvent(t, cause, values))
 
+    def at_rest(self) -> bool:
+        # Idle waits for a window with traffic (or a starved one, which needs interrupts);
+        # probing and holding count samples and windows.
+        return self.phase is Phase.IDLE
+
     def measured_window(self) -> Window | None:
         """The latest window measured, at the rate in force then (agent/value.py compares them)."""
         return self._last_window
