@@ -144,7 +144,7 @@ class SampleRecorder:
 
     def due(self, t: float) -> bool:
         """Whether the period has run its length at host time t (with 1 ms for float steps)."""
-        return self._since is not None and t - self._since >= self.every_s - 1e-3
+        return self._since is not None and self.closes(t, self._since)
 
     def take(self) -> tuple[list[VfSample], list[PfSample]]:
         """The period's samples merged per VF and per PF, and a new period begun."""

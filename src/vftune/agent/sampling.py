@@ -128,7 +128,7 @@ def _capacity(rx_bps: float, rx_pps: float, line_rate_bps: float = LINE_RATE_BPS
     return line_rate_bps if math.isinf(frame) else line_rate_bps * frame / (frame + WIRE_OVERHEAD_B)
 
 
-# A VF's rates as _rates() gives them: (rx_pps, rx_bps, tx_pps, tx_bps).
+# A VF's rates as derive() takes them from its counters: (rx_pps, rx_bps, tx_pps, tx_bps).
 _Rates = tuple[float, float, float, float]
 _NO_RATES: _Rates = (0.0, 0.0, 0.0, 0.0)
 _AT_REST = (0.0, 0.0)  # a VF at rest's (rx bits/s, rx packets/s) in its port's figures
@@ -438,18 +438,6 @@ class RateDeriver:
         if len(self._recent) != len(seen):
             for gone in set(self._recent) - seen:
                 del self._recent[gone]
-
-    def _rates(self, pci: str, old: VfCounters, now: VfCounters) -> tuple[_Rates, bool]:
-        span = now.counters_time - old.counters_time
-        if span <= 0:
-            return self.carried.get(pci, _NO_RATES), False
-        rates = self.carried[pci] = (
-            max(0, now.rx_packets - old.rx_packets) / span,
-            max(0, now.rx_bytes - old.rx_bytes) * 8 / span,
-            max(0, now.tx_packets - old.tx_packets) / span,
-            max(0, now.tx_bytes - old.tx_bytes) * 8 / span,
-        )
-        return rates, True
 
 
 def _guest_rates_between(guest: str, snap: Snapshot, base: Snapshot) -> tuple[
