@@ -116,25 +116,24 @@ class SampleRecorder:
         """One tick's samples; `quiet`: spans of VFs at rest that ended this tick, each before its
         VF's tick sample. A span is longer than a tick, so it does not say where the period began."""
         for s in quiet:
-            row = self._vfs.get(s.pci)
-            if row is None:
-                self._vfs[s.pci] = _VfRow(s)
-            else:
-                row.add(s)
+            self._add_vf(s)
         for s in vf_samples:
             if self._since is None:
                 self._since = s.t - s.dt
-            row = self._vfs.get(s.pci)
-            if row is None:
-                self._vfs[s.pci] = _VfRow(s)
-            else:
-                row.add(s)
+            self._add_vf(s)
         for p in pf_samples:
             if self._since is None:
                 self._since = p.t - p.dt
             self._pfs.setdefault(p.pf, []).append(p)
         if self._since is None:
             self._since = t
+
+    def _add_vf(self, s: VfSample) -> None:
+        row = self._vfs.get(s.pci)
+        if row is None:
+            self._vfs[s.pci] = _VfRow(s)
+        else:
+            row.add(s)
 
     def closes(self, t: float, tick_start: float) -> bool:
         """Whether the period will be due at host time t once a tick that began at tick_start
