@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, replace
 
 import pytest
 
-from vftune.control.objective import Goal, Objective
+from vftune.control.objective import LATENCY_MAX_INTERVAL_US, Goal, Objective
 from vftune.control.tuner import Phase, SearchTuner, TunerOptions, WindowMeter
 from vftune.itr import quantize_itr
 from vftune.model import Capabilities, ItrDecision, VfSample
@@ -834,6 +834,23 @@ def test_under_latency_a_tie_goes_to_the_shorter_delay_only_where_the_vf_answers
     # A receive-heavy load keeps its ties low (more interrupts risk a livelock its ring counters
     # do not show): at the flat stretch's low edge.
     assert held["SyntheticVf"][0].startswith("bulk/large/rx") and 25_000 < held["SyntheticVf"][1] < 60_000
+
+
+def test_under_latency_a_bulk_load_is_not_held_to_the_delay_bound():
+    def flat(r: float) -> float:  # every rate from 3000/s up delivers the same
+        return 1e9 * min(1.0, math.sqrt(r / 3_000))
+
+    held = {}
+    for vf in (AnsweringVf(flat), SyntheticVf(flat)):
+        tuner = SearchTuner(PCI, caps(), goal=Goal(Objective.LATENCY))
+        vf.run(tuner, 150)
+        assert tuner.state()["phase"] == "holding"
+        held[type(vf).__name__] = tuner.state()["held_itr"]
+    floor = 1e6 / LATENCY_MAX_INTERVAL_US
+    # Responses: the bound on the added delay holds (0: the guest's own adaptive ITR, above it).
+    assert held["AnsweringVf"] == 0 or held["AnsweringVf"] >= floor
+    # A bulk receive has no response time: it is tuned as under `balanced`, at the knee below the bound.
+    assert 0 < held["SyntheticVf"] < floor
 
 
 def _alternating(bulk_ticks: int, small_ticks: int, options: dict[str, object] | None = None,

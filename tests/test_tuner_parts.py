@@ -85,6 +85,34 @@ def test_bulk_and_request_response_windows_fall_in_different_classes():
     assert rr is not None and (rr.kind, rr.size, rr.mix) == ("rr", "tiny", "both")
 
 
+@pytest.mark.parametrize(("rx_bytes", "rx_per_s", "tx_bytes", "tx_per_s", "kind"), [
+    (134.0, 1e4, 1470.0, 1e4, "rr"),     # 64-byte requests, 1400-byte responses: one back for each in
+    (134.0, 1e4, 1518.0, 14e4, "rr"),    # 20-kB responses: 14 packets back, each carrying data
+    (1070.0, 3e4, 134.0, 1e4, "rr"),     # 3-kB requests in three packets, small responses
+    (1518.0, 1e5, 70.0, 5e4, "bulk"),    # bulk receive: an ACK for every second segment
+    (134.0, 1e5, 70.0, 5e4, "bulk"),     # bulk of 64-byte segments, the same ACKs
+    (70.0, 5e4, 9018.0, 1e5, "bulk"),    # bulk send in jumbo frames
+    (1518.0, 1e5, 0.0, 0.0, "bulk"),     # one way only (UDP)
+])
+def test_request_response_is_data_both_ways_and_bulk_has_acknowledgements_alone(
+        rx_bytes: float, rx_per_s: float, tx_bytes: float, tx_per_s: float, kind: str) -> None:
+    # Sizes as the NIC counts them (frame header and FCS included); the same bytes a packet
+    # either way, at the rates given.
+    klass = classify(window(0, rx_bytes * 8 * rx_per_s, rx_bytes=rx_bytes, tx_bps=tx_bytes * 8 * tx_per_s,
+                            tx_bytes=tx_bytes or 66.0))
+    assert klass is not None and klass.kind == kind
+
+
+def test_under_latency_only_a_load_with_responses_keeps_the_bound_on_the_delay() -> None:
+    latency = Goal(Objective.LATENCY)
+    assert latency.for_load("rr") is latency and latency.for_load(None) is latency
+    assert latency.for_load("bulk") == Goal()  # no response time to guard: the default objective
+    bounded = Goal(Objective.LATENCY, max_interval_us=50)  # the operator's bound holds for every load
+    assert bounded.for_load("bulk") is bounded
+    efficiency = Goal(Objective.EFFICIENCY)
+    assert efficiency.for_load("bulk") is efficiency and efficiency.for_load("rr") is efficiency
+
+
 def test_jumbo_frames_are_a_class_of_their_own():
     # The same 3 Gbit/s in 9000-byte frames is a sixth of the packets: another load, not a
     # rate change of the 1500-byte one (a setting found for one starves the other's window).

@@ -1,7 +1,8 @@
 """Workload classes and the best setting remembered per class, per VF and per host.
 
 A window's class: the packet size class of its busier direction, the rx/tx mix, the decade of
-its packet rate, and bulk vs request/response (small packets both ways in similar numbers).
+its packet rate, and bulk vs request/response (data both ways, or one packet back for each
+packet in; a bulk flow's other direction carries acknowledgements alone).
 The best ITR found for a class does not change while the class holds, so a VF whose load
 returns to a class it has seen jumps to the remembered setting within one window instead of
 searching again, and a VF seeing a class for the first time starts from what another VF of the
@@ -29,8 +30,13 @@ Mix = Literal["rx", "tx", "both"]
 SIZE_EDGES = (128.0, 512.0, 1200.0, 2048.0)
 SIZE_NAMES = ("tiny", "small", "medium", "large", "jumbo")
 HYSTERESIS = 0.15  # of a decade (log10) or of a size edge (relative): keep the class inside it
-RR_MAX_BYTES = 512.0  # request/response: both directions' packets below this ...
-RR_BALANCE = 3.0  # ... and neither direction with more than this many times the other's packets
+# Request/response: both directions carry data. A bulk flow's other direction carries its
+# receiver's ACKs alone: packets of headers only (IP, TCP with options, the frame's; counted as
+# the NIC counts them), at most one for every second segment (delayed ACK, RFC 1122). A load
+# with one packet back for each packet in is not bulk, whatever its packets carry. (A QUIC
+# download's acknowledgements are larger: read as request/response, tuned as before this rule.)
+ACK_MAX_BYTES = 100.0  # a direction's mean packet at most this: acknowledgements alone
+RR_ONE_TO_ONE = 1.5  # packets one way over the other at most this: one back for each in
 MIX_SHARE = 0.8  # a direction with this share of the bytes makes the mix one-way
 PROFILES_VERSION = 1
 
@@ -98,8 +104,8 @@ def shape_of(bits: float, rx_bits: float, packets: float, rx_p: float,
     tx_size = tx_bits / 8.0 / tx_p if tx_p > 0 else 0.0
     rx_share = rx_bits / bits if bits > 0 else 0.0
     mix: Mix = "rx" if rx_share >= MIX_SHARE else "tx" if rx_share <= 1.0 - MIX_SHARE else "both"
-    balanced = rx_p > 0 and tx_p > 0 and max(rx_p, tx_p) <= RR_BALANCE * min(rx_p, tx_p)
-    kind: Kind = "rr" if balanced and max(rx_size, tx_size) < RR_MAX_BYTES else "bulk"
+    one_to_one = rx_p > 0 and tx_p > 0 and max(rx_p, tx_p) <= RR_ONE_TO_ONE * min(rx_p, tx_p)
+    kind: Kind = "rr" if one_to_one or min(rx_size, tx_size) > ACK_MAX_BYTES else "bulk"
     busy_size = rx_size if rx_bits >= tx_bits else tx_size
     same = previous is not None and previous.kind == kind and previous.mix == mix
     size = _size_index(busy_size, SIZE_NAMES.index(previous.size) if same and previous is not None else None)

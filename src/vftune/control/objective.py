@@ -21,6 +21,8 @@ its probes, a rate short of the margin by less than its windows' noise counting 
   the response time): no margin, the interval bounded by ``max_interval_us`` (default 100 us);
   ties inside the noise go to the higher rate (the shorter delay), except on a receive-heavy
   load, where more interrupts than it needs risk a livelock its ring counters do not show.
+  A load read as bulk has no response time to guard: it is tuned as under ``balanced``, unless
+  the operator set ``max_interval_us``.
 
 A rule's ``margin`` replaces the objective's own (not under latency); ``max_interval_us`` (an
 operator's bound on the added delay) replaces each objective's own bound.
@@ -33,6 +35,7 @@ from dataclasses import dataclass, replace
 from enum import StrEnum
 
 from vftune.control.itr_search import SearchConfig
+from vftune.control.memory import Kind
 from vftune.itr import ITR_MIN_RATE, MAX_RX_USECS
 
 CPU_WORTH = 1.0  # throughput: a gain must be at least the rise in CPU per Gb
@@ -116,6 +119,12 @@ class Goal:
         if self.max_interval_us is not None:
             cfg = replace(cfg, max_interval_us=float(self.max_interval_us))
         return cfg
+
+    def for_load(self, kind: Kind | None) -> Goal:
+        """The goal a load of this kind (None: not known yet) is tuned for."""
+        if kind == "bulk" and self.objective is Objective.LATENCY and self.max_interval_us is None:
+            return Goal()
+        return self
 
     @property
     def trades_merit(self) -> bool:

@@ -192,13 +192,9 @@ class SearchTuner(VfPolicy):
         self.goal = goal or Goal()
         if self.goal.max_interval_us is None and o.max_interval_us is not None:
             self.goal = replace(self.goal, max_interval_us=o.max_interval_us)
-        self.search_config = self.goal.search_config(o.search_config(caps), caps.longest_interval_us)
-        self.full_bracket = bracket_from_capabilities(caps)
-        if self.goal.bounds_delay:
-            # A bound on the added delay is a hard floor: no probe goes below it either.
-            floor = math.ceil(1e6 / self.search_config.max_interval_us)
-            if self.full_bracket[0] < floor < self.full_bracket[1]:
-                self.full_bracket = (floor, self.full_bracket[1])
+        self.search_config, self.full_bracket = self._tuning(self.goal)
+        # Per kind of load, the search's rules and bracket (the goal may tune a kind otherwise).
+        self._by_kind = {kind: self._tuning(self.goal.for_load(kind)) for kind in ("bulk", "rr")}
         self.window_s = max(o.window_s, caps.counter_refresh_s)
         self.meter = WindowMeter(self.window_s)
         self.changes = ChangeDetector(o.min_throughput_bps, o.load_change, o.load_change_s, o.change_windows,
@@ -229,6 +225,17 @@ class SearchTuner(VfPolicy):
         # When this VF last measured each class's setting (a search's end) or first took it
         # from memory: a remembered setting ages like a held one (_recall).
         self._measured_at: dict[WorkloadClass, float] = {}
+
+    def _tuning(self, goal: Goal) -> tuple[SearchConfig, tuple[float, float]]:
+        """A goal's search rules and full bracket on this VF's NIC."""
+        config = goal.search_config(self.options.search_config(self.caps), self.caps.longest_interval_us)
+        bracket = bracket_from_capabilities(self.caps)
+        if goal.bounds_delay:
+            # A bound on the added delay is a hard floor: no probe goes below it either.
+            floor = math.ceil(1e6 / config.max_interval_us)
+            if bracket[0] < floor < bracket[1]:
+                bracket = (floor, bracket[1])
+        return config, bracket
 
     @property
     def search(self) -> ItrSearch | None:
@@ -578,7 +585,9 @@ class SearchTuner(VfPolicy):
         o = self.options
         low: float
         high: float
-        low, high = self.full_bracket
+        goal = self.goal.for_load(klass.kind if klass is not None else None)
+        config, full = self._by_kind[klass.kind] if klass is not None else (self.search_config, self.full_bracket)
+        low, high = full
         if around is not None and low < around < high:
             # Narrower than the search's tolerance: the bracket's one probe is its middle.
             low, high = around / (1.0 + self.search_config.rel_tolerance / 4), around * (
@@ -597,17 +606,16 @@ class SearchTuner(VfPolicy):
             # A VF that takes its share of a saturated port gains only from its neighbours: its
             # searches stay around the rate in force and look only for a cheaper one. Under
             # efficiency, any cheaper one: the lowest rate that holds the share is the objective.
-            if not (confined and self.goal.trades_merit):
+            if not (confined and goal.trades_merit):
                 low = max(low, int(centre_rate / o.warm_span))
             high = min(high, int(centre_rate * (1.0 if confined else o.warm_span)))
             if high <= low:
-                low, high = self.full_bracket
+                low, high = full
         # A cold search measures the guest's own adaptive ITR first (do no harm; the CPU rule),
         # in a window of its own: the window that showed the new load straddles the change.
         same = warm and baseline is not None and same_itr(baseline.itr, incumbent) and (
             baseline.bps > 0)
         incumbent_bps = verdict.credited_bps if same and verdict is not None else None
-        config = self.search_config
         if config.ties_up and (klass is None or klass.mix == "rx"):
             # A tie goes to the shorter delay only where the VF answers: a receive-heavy load at
             # more interrupts than it needs risks livelock its ring counters do not show.
