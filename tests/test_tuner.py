@@ -820,37 +820,36 @@ class AnsweringVf(SyntheticVf):
         return replace(s, tx_pps=s.rx_pps, tx_bps=s.rx_bps)
 
 
-def test_under_latency_a_tie_goes_to_the_shorter_delay_only_where_the_vf_answers():
-    def flat(r: float) -> float:  # throughput cannot tell any rate from 30000/s up apart
-        return 1e9 * min(1.0, math.sqrt(r / 30_000))
-
+def _held_under_latency(f: Callable[[float], float]) -> dict[str, tuple[str, int]]:
+    """A request/response VF and a bulk receiver on the same curve, each under `latency`: the
+    class and the rate each holds."""
     held = {}
-    for vf in (AnsweringVf(flat), SyntheticVf(flat)):
+    for vf in (AnsweringVf(f), SyntheticVf(f)):
         tuner = SearchTuner(PCI, caps(), goal=Goal(Objective.LATENCY))
         vf.run(tuner, 150)
-        assert tuner.state()["phase"] == "holding"
-        held[type(vf).__name__] = (tuner.state()["workload_class"], tuner.state()["held_itr"])
-    assert held["AnsweringVf"][0].startswith("rr/small/both") and held["AnsweringVf"][1] > 100_000
-    # A receive-heavy load keeps its ties low (more interrupts risk a livelock its ring counters
-    # do not show): at the flat stretch's low edge.
-    assert held["SyntheticVf"][0].startswith("bulk/large/rx") and 25_000 < held["SyntheticVf"][1] < 60_000
+        state = tuner.state()
+        assert state["phase"] == "holding"
+        held[type(vf).__name__] = (str(state["workload_class"]), int(state["held_itr"]))
+    return held
+
+
+def test_under_latency_a_tie_goes_to_the_shorter_delay_where_the_vf_answers():
+    # Throughput cannot tell any rate from 30000/s up apart.
+    held = _held_under_latency(lambda r: 1e9 * min(1.0, math.sqrt(r / 30_000)))
+    answering, bulk = held["AnsweringVf"], held["SyntheticVf"]
+    assert answering[0].startswith("rr/small/both") and answering[1] > 100_000
+    # A bulk receive has no response time to guard: tuned as under `balanced`, at the knee, the
+    # flat stretch's low edge.
+    assert bulk[0].startswith("bulk/large/rx") and 25_000 < bulk[1] < 60_000
 
 
 def test_under_latency_a_bulk_load_is_not_held_to_the_delay_bound():
-    def flat(r: float) -> float:  # every rate from 3000/s up delivers the same
-        return 1e9 * min(1.0, math.sqrt(r / 3_000))
-
-    held = {}
-    for vf in (AnsweringVf(flat), SyntheticVf(flat)):
-        tuner = SearchTuner(PCI, caps(), goal=Goal(Objective.LATENCY))
-        vf.run(tuner, 150)
-        assert tuner.state()["phase"] == "holding"
-        held[type(vf).__name__] = tuner.state()["held_itr"]
+    # Every rate from 3000/s up delivers the same.
+    held = _held_under_latency(lambda r: 1e9 * min(1.0, math.sqrt(r / 3_000)))
     floor = 1e6 / LATENCY_MAX_INTERVAL_US
     # Responses: the bound on the added delay holds (0: the guest's own adaptive ITR, above it).
-    assert held["AnsweringVf"] == 0 or held["AnsweringVf"] >= floor
-    # A bulk receive has no response time: it is tuned as under `balanced`, at the knee below the bound.
-    assert 0 < held["SyntheticVf"] < floor
+    assert held["AnsweringVf"][1] == 0 or held["AnsweringVf"][1] >= floor
+    assert 0 < held["SyntheticVf"][1] < floor  # the knee, below the bound
 
 
 def _alternating(bulk_ticks: int, small_ticks: int, options: dict[str, object] | None = None,
