@@ -237,6 +237,10 @@ class SearchTuner(VfPolicy):
                 bracket = (floor, bracket[1])
         return config, bracket
 
+    def _tuning_for(self, klass: WorkloadClass | None) -> tuple[SearchConfig, tuple[float, float]]:
+        """The search rules and full bracket for a load of this class (None: not known yet)."""
+        return self._by_kind[klass.kind] if klass is not None else (self.search_config, self.full_bracket)
+
     @property
     def search(self) -> ItrSearch | None:
         """The running search, or the last one once it ended."""
@@ -292,7 +296,7 @@ class SearchTuner(VfPolicy):
             "pci": self.pci,
             "phase": self.phase.value,
             "objective": self.goal.objective.value,
-            "max_interval_us": self.search_config.max_interval_us,
+            "max_interval_us": self._tuning_for(self.held_class)[0].max_interval_us,  # for the load held
             "margin": self.goal.margin,
             "settling": self.phase is Phase.PROBING and self.meter.settling,
             "itr": self.itr_now,
@@ -586,7 +590,7 @@ class SearchTuner(VfPolicy):
         low: float
         high: float
         goal = self.goal.for_load(klass.kind if klass is not None else None)
-        config, full = self._by_kind[klass.kind] if klass is not None else (self.search_config, self.full_bracket)
+        config, full = self._tuning_for(klass)
         low, high = full
         if around is not None and low < around < high:
             # Narrower than the search's tolerance: the bracket's one probe is its middle.
