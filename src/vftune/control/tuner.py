@@ -138,6 +138,14 @@ class Convergence:
     best: int
 
 
+class Tuning(NamedTuple):
+    """How a load is searched: the goal it is tuned for, its search rules and its full bracket."""
+
+    goal: Goal
+    config: SearchConfig
+    bracket: tuple[float, float]
+
+
 class Remembered(NamedTuple):
     """A class's remembered setting: this VF's own measurement, or another VF's (the host's)."""
 
@@ -192,8 +200,9 @@ class SearchTuner(VfPolicy):
         self.goal = goal or Goal()
         if self.goal.max_interval_us is None and o.max_interval_us is not None:
             self.goal = replace(self.goal, max_interval_us=o.max_interval_us)
-        self.search_config, self.full_bracket = self._tuning(self.goal)
-        # Per kind of load, the search's rules and bracket (the goal may tune a kind otherwise).
+        self._own = self._tuning(self.goal)
+        _, self.search_config, self.full_bracket = self._own
+        # Per kind of load (the goal may tune a kind otherwise).
         self._by_kind = {kind: self._tuning(self.goal.for_load(kind)) for kind in ("bulk", "rr")}
         self.window_s = max(o.window_s, caps.counter_refresh_s)
         self.meter = WindowMeter(self.window_s)
@@ -226,7 +235,7 @@ class SearchTuner(VfPolicy):
         # from memory: a remembered setting ages like a held one (_recall).
         self._measured_at: dict[WorkloadClass, float] = {}
 
-    def _tuning(self, goal: Goal) -> tuple[SearchConfig, tuple[float, float]]:
+    def _tuning(self, goal: Goal) -> Tuning:
         """A goal's search rules and full bracket on this VF's NIC."""
         config = goal.search_config(self.options.search_config(self.caps), self.caps.longest_interval_us)
         bracket = bracket_from_capabilities(self.caps)
@@ -235,11 +244,11 @@ class SearchTuner(VfPolicy):
             floor = math.ceil(1e6 / config.max_interval_us)
             if bracket[0] < floor < bracket[1]:
                 bracket = (floor, bracket[1])
-        return config, bracket
+        return Tuning(goal, config, bracket)
 
-    def _tuning_for(self, klass: WorkloadClass | None) -> tuple[SearchConfig, tuple[float, float]]:
-        """The search rules and full bracket for a load of this class (None: not known yet)."""
-        return self._by_kind[klass.kind] if klass is not None else (self.search_config, self.full_bracket)
+    def _tuning_for(self, klass: WorkloadClass | None) -> Tuning:
+        """How a load of this class (None: not known yet) is searched."""
+        return self._by_kind[klass.kind] if klass is not None else self._own
 
     @property
     def search(self) -> ItrSearch | None:
@@ -296,7 +305,7 @@ class SearchTuner(VfPolicy):
             "pci": self.pci,
             "phase": self.phase.value,
             "objective": self.goal.objective.value,
-            "max_interval_us": self._tuning_for(self.held_class)[0].max_interval_us,  # for the load held
+            "max_interval_us": self._tuning_for(self.held_class).config.max_interval_us,  # for the load held
             "margin": self.goal.margin,
             "settling": self.phase is Phase.PROBING and self.meter.settling,
             "itr": self.itr_now,
@@ -589,8 +598,7 @@ class SearchTuner(VfPolicy):
         o = self.options
         low: float
         high: float
-        goal = self.goal.for_load(klass.kind if klass is not None else None)
-        config, full = self._tuning_for(klass)
+        goal, config, full = self._tuning_for(klass)
         low, high = full
         if around is not None and low < around < high:
             # Narrower than the search's tolerance: the bracket's one probe is its middle.
