@@ -201,7 +201,6 @@ class SearchTuner(VfPolicy):
         if self.goal.max_interval_us is None and o.max_interval_us is not None:
             self.goal = replace(self.goal, max_interval_us=o.max_interval_us)
         self._own = self._tuning(self.goal)
-        _, self.search_config, self.full_bracket = self._own
         # Per kind of load (the goal may tune a kind otherwise).
         self._by_kind = {kind: self._tuning(self.goal.for_load(kind)) for kind in ("bulk", "rr")}
         self.window_s = max(o.window_s, caps.counter_refresh_s)
@@ -245,6 +244,16 @@ class SearchTuner(VfPolicy):
             if bracket[0] < floor < bracket[1]:
                 bracket = (floor, bracket[1])
         return Tuning(goal, config, bracket)
+
+    @property
+    def search_config(self) -> SearchConfig:
+        """The search rules of this VF's own goal (a load's kind may be tuned otherwise)."""
+        return self._own.config
+
+    @property
+    def full_bracket(self) -> tuple[float, float]:
+        """The bracket of this VF's own goal on its NIC."""
+        return self._own.bracket
 
     def _tuning_for(self, klass: WorkloadClass | None) -> Tuning:
         """How a load of this class (None: not known yet) is searched."""
