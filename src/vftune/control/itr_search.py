@@ -11,7 +11,7 @@ Network", Huijun Wu and Jigang Wang) with these changes:
   measured again (bounded), and a tie that survives goes to the lower rate;
 * on a plateau it answers the lowest rate whose throughput stays within a margin of the best,
   but never a longer interval than ``max_interval_us`` so latency stays sane;
-* on a wide plateau (flat within the noise margin over ``plateau_width`` x of rates), since the
+* on a wide plateau (flat within the noise margin over PLATEAU_WIDTH x of rates), since the
   final bracket is still ``rel_tolerance`` wide, up to ``max_edge_probes`` more probes bisect
   towards the plateau's low edge (fewer interrupts, throughput within ``plateau_margin``);
 * a budget: at most ``max_probes`` measurements in all (the incumbent's included); extras
@@ -38,13 +38,10 @@ Network", Huijun Wu and Jigang Wang) with these changes:
   rates whose remainders tie inside that noise it keeps the fewest interrupts, below the
   plateau's delay bound too (its packets wait at its sockets, not in the coalescing delay),
   unless the plateau margin is 0 (an objective that gives up no throughput for interrupts);
-* with ``noise_z`` (off by default), a rate costlier than the incumbent must also beat it on
-  the mean of its log throughput by noise_z standard errors, the deviation pooled from the
-  search's own repeated windows at one rate: for a receiver whose ring counters are all the
-  host sees, where the golden section would crown whichever rate a burst lifted;
 * with ``knee_z`` (off by default), the plateau rule reads the windows' noise too: a rate whose
   mean log throughput is short of the best's by the plateau margin plus less than knee_z
-  standard errors (the same pooled deviation) is on the plateau, so on a load whose windows
+  standard errors of the difference, the deviation pooled from the search's own repeated
+  windows at one rate, is on the plateau, so on a load whose windows
   swing by more than the margin the knee is the lowest such rate, not wherever the bracket
   closed;
 * do no harm: it measures the incumbent setting first and keeps it unless the result,
@@ -53,7 +50,8 @@ Network", Huijun Wu and Jigang Wang) with these changes:
   a result that measures worse falls back to the lowest measured rate that holds the
   incumbent's throughput, if any.
 
-Every knob is in one SearchConfig; ``ItrSearch(low, high, tolerance)`` runs with its defaults.
+What a caller may choose is in one SearchConfig; ``ItrSearch(low, high, tolerance)`` runs with
+its defaults. The counts below are the search's own constants.
 Pure logic: no clock, no I/O. The caller measures what ask() returns and tell()s the result.
 """
 
@@ -77,6 +75,10 @@ EDGE = "edge"  # walking down a plateau towards its low edge
 RECHECK = "recheck"  # measuring the incumbent again before it vetoes the result
 DONE = "done"
 KNEE_Z = 1.0  # SearchConfig.knee_z as the tuner sets it: one standard error
+REPEATS_PER_STEP = 2  # re-measurements of one golden-section comparison inside the noise
+CONFIRMS = 2  # re-measurements of a choice measured once (a second choice may take the other)
+STEP_SCANS = 2  # hardware steps measured directly when both interior points share one
+PLATEAU_WIDTH = 1.5  # a plateau flat over this ratio of rates is walked down towards its edge
 
 
 @dataclass(frozen=True)
@@ -106,26 +108,17 @@ class SearchConfig:
     plateau_margin: float = 0.01
     harm_margin: float = 0.005
     max_repeats: int = 3
-    max_repeats_per_step: int = 2
     max_interval_us: float = 250.0
-    confirm: bool = True
-    max_confirms: int = 2
-    max_step_scans: int = 2
     max_edge_probes: int = 2
     recheck_incumbent: bool = True
     max_probes: int = 15
     pessimistic: bool = True
-    plateau_width: float = 1.5
     quantize: Callable[[float], float] | None = None
     cpu_worth: float | None = None
     strict_budget: bool = False  # True: max_probes is a hard cap (no recheck or low end beyond it)
     # Where measurements tie: False keeps the lower rates (fewer interrupts), True the higher
     # ones (a shorter coalescing delay: the latency objective's tie-break).
     ties_up: bool = False
-    # Do no harm under noise (0: off): a rate costlier than the incumbent must also beat it by
-    # noise_z standard errors of the two rates' mean log throughputs, with the standard
-    # deviation pooled from this search's own repeated windows at one rate (see _noise_gain).
-    noise_z: float = 0.0
     # The knee under noise (0: off): a rate is within the plateau margin of the best unless its
     # mean log throughput is below the margin by more than knee_z standard errors of the
     # difference, the deviation pooled from this search's repeated windows (spread()).
@@ -138,18 +131,11 @@ class SearchConfig:
             value = getattr(self, name)
             if not 0 <= value < 1:
                 raise ValueError(f"{name} must be in [0, 1), got {value!r}")
-        if (self.max_repeats < 0 or self.max_repeats_per_step < 0 or self.max_confirms < 1
-                or self.max_edge_probes < 0):
+        if self.max_repeats < 0 or self.max_edge_probes < 0:
             raise ValueError(
-                f"repeat and confirm counts must be >= 0 (confirms >= 1), got "
-                f"{self.max_repeats!r}/{self.max_repeats_per_step!r}/{self.max_confirms!r}"
-            )
-        for name in ("noise_z", "knee_z"):
-            value = getattr(self, name)
-            if not (math.isfinite(value) and value >= 0):
-                raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
-        if not self.plateau_width > 1:
-            raise ValueError(f"plateau_width must be > 1, got {self.plateau_width!r}")
+                f"repeat and edge probe counts must be >= 0, got {self.max_repeats!r}/{self.max_edge_probes!r}")
+        if not (math.isfinite(self.knee_z) and self.knee_z >= 0):
+            raise ValueError(f"knee_z must be a finite number >= 0, got {self.knee_z!r}")
         if self.max_probes < 3:
             raise ValueError(
                 f"max_probes must be >= 3 (two interior points and a confirmation), got {self.max_probes!r}")
@@ -168,7 +154,7 @@ class ItrSearch:
     fall on the same hardware step.
 
     With ``quantize`` (e.g. vftune.itr.quantize_itr) only deliverable rates are probed;
-    when both interior points land on one hardware step, up to ``max_step_scans`` other steps
+    when both interior points land on one hardware step, up to STEP_SCANS other steps
     left inside the bracket are measured directly.
 
     ``incumbent`` is the rate in force before the search (0 = the VF's own adaptive ITR);
@@ -202,11 +188,9 @@ class ItrSearch:
         self.config = cfg
         tolerance = cfg.tolerance
         rel_tolerance, margin, plateau_margin = cfg.rel_tolerance, cfg.margin, cfg.plateau_margin
-        harm_margin, max_repeats, max_repeats_per_step = cfg.harm_margin, cfg.max_repeats, cfg.max_repeats_per_step
-        max_interval_us, confirm, max_confirms = cfg.max_interval_us, cfg.confirm, cfg.max_confirms
-        max_step_scans, max_edge_probes = cfg.max_step_scans, cfg.max_edge_probes
+        harm_margin, max_repeats, max_interval_us = cfg.harm_margin, cfg.max_repeats, cfg.max_interval_us
         recheck_incumbent, max_probes, pessimistic = cfg.recheck_incumbent, cfg.max_probes, cfg.pessimistic
-        plateau_width, quantize = cfg.plateau_width, cfg.quantize
+        max_edge_probes, quantize = cfg.max_edge_probes, cfg.quantize
 
         self.low = float(low)
         self.high = float(high)
@@ -223,16 +207,13 @@ class ItrSearch:
         self.max_interval_us = max_interval_us
         self._quantize = quantize
         self._repeats_left = max_repeats
-        self._max_repeats_per_step = max_repeats_per_step
         self._step_repeats = 0
-        self._confirm = confirm
-        self._confirms_left = max_confirms
-        self._scans_left = max_step_scans
+        self._confirms_left = CONFIRMS
+        self._scans_left = STEP_SCANS
         self._edge_left = 0 if cfg.ties_up else max_edge_probes  # no walk down a plateau
         self._ties_up = cfg.ties_up
         self.max_probes = max_probes
         self.pessimistic = pessimistic
-        self.plateau_width = plateau_width
         # Interrupts/s the incumbent runs at, when measured (the adaptive ITR has no fixed rate):
         # given by the caller, or the mean of the rates told with the incumbent's measurements.
         self.incumbent_cost = incumbent_cost
@@ -346,7 +327,7 @@ class ItrSearch:
         if self.phase == DONE:
             return self.probes
         steps = self._steps_left()
-        remaining = steps + (1 if self._confirm else 0)
+        remaining = steps + 1  # and the confirmation
         if self.phase == BASELINE:
             remaining += 1 + 2  # the incumbent, then both first interior points
         elif self.phase == SEARCH:
@@ -385,7 +366,7 @@ class ItrSearch:
     def _narrow_enough(self) -> bool:
         lo, hi = math.exp(self._a), math.exp(self._b)
         return (
-            not self._spare(keep=1 if self._confirm else 0)
+            not self._spare(keep=1)
             or hi - lo <= self.tolerance
             or hi / lo <= 1.0 + self.rel_tolerance
             or self._rate(self._c) == self._rate(self._d)
@@ -397,7 +378,7 @@ class ItrSearch:
         measure those nearest the best so far, a bounded number of them."""
         if self._quantize is None or self._rate(self._c) != self._rate(self._d):
             return None
-        if self._scans_left <= 0 or not self._spare(keep=1 if self._confirm else 0):
+        if self._scans_left <= 0 or not self._spare(keep=1):
             return None
         grid = {self._rate(self._a + (self._b - self._a) * i / 32.0) for i in range(33)}
         lo, hi = math.exp(self._a), math.exp(self._b)
@@ -439,11 +420,7 @@ class ItrSearch:
                         self._pending = gap
                         return
                     self._choice = self._select()
-                    self.phase = CONFIRM if self._confirm else DONE
-                    if self.phase == DONE:
-                        self._finish()
-                        self._pending = None
-                        return
+                    self.phase = CONFIRM
                     continue
                 need = self._search_step()
                 if need is not None:
@@ -515,7 +492,7 @@ class ItrSearch:
         cost = self.incumbent_cost if self.incumbent_cost else (self.incumbent or None)
         costlier = cost is not None and self._cost(self._choice) > cost * (1.0 + self.margin) and inc > 0
         vetoes = (value < inc * (1.0 - self.harm_margin)
-                  or (costlier and (value / inc - 1.0 < self.cost_margin or self._inside_noise(self._choice)))
+                  or (costlier and value / inc - 1.0 < self.cost_margin)
                   or self._cpu_rule_vetoes(self._choice, inc))
         if vetoes and not self._spare():
             if self.config.strict_budget:
@@ -552,7 +529,7 @@ class ItrSearch:
         if rate in self._samples or rate == self.incumbent:
             return None
         if self.config.strict_budget:
-            return rate if self._spare(keep=3 if self._confirm else 2) else None
+            return rate if self._spare(keep=3) else None
         self.max_probes += 1  # a candidate beside the golden section's, not one of its steps
         return rate
 
@@ -569,8 +546,8 @@ class ItrSearch:
             self._cut_low()
         elif mc - md > noise:
             self._cut_high()
-        elif (self._step_repeats < self._max_repeats_per_step and self._repeats_left > 0
-              and self._spare(keep=2 if self._confirm else 1)):
+        elif (self._step_repeats < REPEATS_PER_STEP and self._repeats_left > 0
+              and self._spare(keep=2)):
             # Inside the noise margin: measure again rather than follow noise. The point
             # with fewer samples first; on equal counts the one measured longer ago.
             self._step_repeats += 1
@@ -674,9 +651,9 @@ class ItrSearch:
 
     def _wide_plateau(self, choice: int, scores: dict[int, float], top: float) -> bool:
         """Whether throughput stays within the objective's margin (at least the noise margin) from
-        `choice` up to at least plateau_width times it (a peak's rounded top is narrower)."""
+        `choice` up to at least PLATEAU_WIDTH times it (a peak's rounded top is narrower)."""
         flat = max(self.margin, self.plateau_margin)
-        return any(r >= choice * self.plateau_width and m >= top * (1.0 - flat) for r, m in scores.items())
+        return any(r >= choice * PLATEAU_WIDTH and m >= top * (1.0 - flat) for r, m in scores.items())
 
     def _finish(self) -> None:
         assert self._choice is not None
@@ -706,11 +683,6 @@ class ItrSearch:
                 + (f"(inside the {self.margin:.0%} noise margin)" if self.cost_margin == self.margin
                    else f"(more interrupts must gain {self.cost_margin:.0%})")
             )
-        elif costlier and self._inside_noise(chosen):
-            self._best = self.incumbent
-            mean_gain, needed = self._noise_gain(chosen) or (0.0, 0.0)
-            self.outcome = (f"kept incumbent {itr_label(self.incumbent)}: {chosen}/s gains {_pct(mean_gain)} on "
-                            f"its mean, inside its windows' noise (needs {_pct(needed)})")
         elif chosen == self.incumbent or value >= inc * (1.0 - self.harm_margin):
             self._best = chosen
             self.outcome = f"best {chosen}/s ({_pct(gain)} vs incumbent)"
@@ -739,28 +711,6 @@ class ItrSearch:
             squares += sum((x - centre) ** 2 for x in logs)
             dof += len(logs) - 1
         return math.sqrt(squares / dof) if dof else None
-
-    def _noise_gain(self, itr: int) -> tuple[float, float] | None:
-        """(gain of `itr`'s geometric mean over the incumbent's, the gain noise_z standard errors
-        of that difference amount to), when the search has repeats to pool its noise from."""
-        spread = self.spread()
-        ours = [math.log(v) for v in self._samples.get(itr, ()) if v > 0]
-        theirs = [math.log(v) for v in self._incumbent_samples if v > 0]
-        if spread is None or not ours or not theirs:
-            return None
-        diff = sum(ours) / len(ours) - sum(theirs) / len(theirs)
-        error = spread * math.sqrt(1.0 / len(ours) + 1.0 / len(theirs))
-        return math.expm1(diff), math.expm1(self.config.noise_z * error)
-
-    def _inside_noise(self, itr: int) -> bool:
-        """Whether a costlier rate's gain over the incumbent is inside its windows' noise: the
-        golden section follows the best of many noisy windows, and a load whose windows swing by
-        more than the setting moves them crowns whichever rate a burst lifted. Values told with a
-        scale (what reached the applications) have their own rules and are left out."""
-        if self.config.noise_z <= 0 or self._scales.get(itr) or self._incumbent_scales:
-            return False
-        measured = self._noise_gain(itr)
-        return measured is not None and measured[0] < measured[1]
 
     def cpu_per_bit(self, itr: int) -> float | None:
         """The mean CPU seconds per bit measured at a rate (the incumbent's for its rate), if any."""
