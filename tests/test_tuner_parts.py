@@ -431,6 +431,10 @@ def test_objectives_set_the_search_rules():
     assert Goal().objective is Objective.BALANCED and balanced.plateau_margin == 0.03
     assert balanced.cpu_worth == 1.0 and balanced.harm_margin == 0.03
     assert Goal(Objective.THROUGHPUT).search_config(base).cpu_worth is not None  # its CPU rule
+    # The CPU rule's ablation (`vftune bench --ablate cpu-rule`) leaves balanced's knee alone.
+    unruled = Goal().search_config(base, cpu_rule=False)
+    assert unruled.cpu_worth is None and unruled.plateau_margin == balanced.plateau_margin
+    assert Goal(Objective.EFFICIENCY).search_config(base, cpu_rule=False).cpu_worth == math.inf
     eff = Goal(Objective.EFFICIENCY).search_config(base)
     assert eff.plateau_margin > base.plateau_margin and eff.max_interval_us > base.max_interval_us
     lat = Goal(Objective.LATENCY).search_config(base)

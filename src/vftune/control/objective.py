@@ -87,9 +87,11 @@ class Goal:
         return cls(Objective.parse(objective) if isinstance(objective, str) else objective, max_interval_us,
                    margin)
 
-    def search_config(self, base: SearchConfig, longest_us: float = 1e6 / ITR_MIN_RATE) -> SearchConfig:
+    def search_config(self, base: SearchConfig, longest_us: float = 1e6 / ITR_MIN_RATE,
+                      cpu_rule: bool = True) -> SearchConfig:
         """The search's decision rules under this goal (budget and stop rules from `base`), on a
-        NIC whose longest interrupt interval is `longest_us` (default: the 82599's)."""
+        NIC whose longest interrupt interval is `longest_us` (default: the 82599's); `cpu_rule`
+        False leaves throughput's CPU rule out of `balanced` (its ablation)."""
         if self.objective is Objective.BALANCED:
             # The knee: the lowest rate within the margin of the best measured (the guest's own
             # adaptive ITR included), and throughput's CPU rule against the adaptive ITR: on the
@@ -100,9 +102,9 @@ class Goal:
             # costs (response time, bits lost to a full ring). The search's 250-us bound kept
             # the paper's hosts at 1.2x the frontier's CPU per Gb for no score
             # (docs/tuning-history.md, "Tuner v3, second round").
+            worth = (CPU_WORTH if base.cpu_worth is None else base.cpu_worth) if cpu_rule else None
             cfg = replace(base, plateau_margin=margin, harm_margin=max(base.harm_margin, margin),
-                          cpu_worth=CPU_WORTH if base.cpu_worth is None else base.cpu_worth,
-                          max_interval_us=longest_us)
+                          cpu_worth=worth, max_interval_us=longest_us)
         elif self.objective is Objective.EFFICIENCY:
             # The margin is given up against the best measured rate and against the guest's own
             # adaptive ITR alike: the operator traded that much throughput for fewer interrupts.
