@@ -524,18 +524,21 @@ def _noisy_run(search: ItrSearch, f, sigma: float, seed: int) -> ItrSearch:
 
 def test_the_windows_noise_is_pooled_from_the_rates_measured_more_than_once():
     # The knee's test reads one window's deviation from the search's own repeats: log values
-    # pooled over every rate told twice or more (the incumbent's too), never over single ones.
+    # pooled over every rate told twice or more, never over rates told once.
+    rng = random.Random(3)
     s = ItrSearch(ITR_MIN_RATE, ITR_MAX_RATE, 1000, incumbent=0)
     assert s.ask() == 0
     s.tell(0, 1.0)
     assert s.spread() is None  # nothing measured twice yet
-    first = s.ask()
-    assert first is not None
-    s.tell(first, 2.0)
-    s._samples[first].append(2.0 * math.exp(0.2))  # a second window of the same rate
-    s._incumbent_samples.append(math.exp(-0.1))
-    # Deviations of the logs about each rate's centre: +-0.1 and +-0.05, one degree of freedom each.
-    assert s.spread() == pytest.approx(math.sqrt((2 * 0.1**2 + 2 * 0.05**2) / 2))
+    while (itr := s.ask()) is not None:
+        s.tell(itr, (1.0 if itr < 20_000 else 1.05) * math.exp(rng.gauss(0.0, 0.05)))
+    logs: dict[int, list[float]] = {}
+    for probe in s.history:
+        logs.setdefault(probe.itr, []).append(math.log(probe.throughput))
+    repeated = [v for v in logs.values() if len(v) >= 2]
+    assert repeated and any(len(v) == 1 for v in logs.values())
+    squares = sum(sum((x - sum(v) / len(v)) ** 2 for x in v) for v in repeated)
+    assert s.spread() == pytest.approx(math.sqrt(squares / sum(len(v) - 1 for v in repeated)))
 
 
 def test_a_rate_is_judged_costlier_by_the_interrupts_it_ran_at_not_by_its_ceiling():
