@@ -34,8 +34,6 @@ MECHANISMS: tuple[Mechanism, ...] = (
               {"knee_noise": False}),
     Mechanism("guest-share", "on a full guest a window's merit counts its processes' share of the vCPUs",
               {"guest_share": False}),
-    Mechanism("cpu-rule", "under balanced, a rate dearer per bit than the adaptive ITR must gain as much as it costs",
-              {"cpu_rule": False}),
     Mechanism("port-judge", "windows on a saturated port are judged on the VF's share", {"port_saturation": float(NEVER)}),
     Mechanism("load-change-restart", "a lasting change of rate restarts the search", {"load_change": float(NEVER)}),
     Mechanism("periodic-restart", "the restart every N interrupts or M seconds (the mission's)",

@@ -8,8 +8,9 @@ its probes, a rate short of the margin by less than its windows' noise counting 
 (SearchConfig.knee_z); against the adaptive ITR a costlier rate must gain more than the margin
 (ItrSearch.cost_margin).
 
-- ``balanced`` (default): margin BALANCED_MARGIN (3%), intervals up to the NIC's longest, and
-  throughput's CPU rule (below).
+- ``balanced`` (default): margin BALANCED_MARGIN (3%), intervals up to the NIC's longest; no
+  CPU rule: fewer interrupts are the CPU it saves (its ablation: docs/tuning-history.md,
+  "seventeenth round").
 - ``throughput``: the noise only (TunerOptions.plateau_margin, 0.5%), intervals up to 250 us
   (SearchConfig.max_interval_us), with the CPU rule: a
   result costing more CPU per Gb than the adaptive ITR must gain at least CPU_WORTH times the
@@ -87,24 +88,20 @@ class Goal:
         return cls(Objective.parse(objective) if isinstance(objective, str) else objective, max_interval_us,
                    margin)
 
-    def search_config(self, base: SearchConfig, longest_us: float = 1e6 / ITR_MIN_RATE,
-                      cpu_rule: bool = True) -> SearchConfig:
+    def search_config(self, base: SearchConfig, longest_us: float = 1e6 / ITR_MIN_RATE) -> SearchConfig:
         """The search's decision rules under this goal (budget and stop rules from `base`), on a
-        NIC whose longest interrupt interval is `longest_us` (default: the 82599's); `cpu_rule`
-        False leaves throughput's CPU rule out of `balanced` (its ablation)."""
+        NIC whose longest interrupt interval is `longest_us` (default: the 82599's)."""
         if self.objective is Objective.BALANCED:
             # The knee: the lowest rate within the margin of the best measured (the guest's own
-            # adaptive ITR included), and throughput's CPU rule against the adaptive ITR: on the
-            # development seeds it spent 2% less CPU per Gb for 0.3% of per-VF score
-            # (docs/tuning-history.md, "Tuner v3").
+            # adaptive ITR included). No CPU rule: switched off it moved no scenario of either
+            # family beyond the seeds' interval (docs/tuning-history.md, "seventeenth round").
             margin = BALANCED_MARGIN if self.margin is None else self.margin
             # No bound on the interval beyond the NIC's: the merit measures what a longer one
             # costs (response time, bits lost to a full ring). The search's 250-us bound kept
             # the paper's hosts at 1.2x the frontier's CPU per Gb for no score
             # (docs/tuning-history.md, "Tuner v3, second round").
-            worth = (CPU_WORTH if base.cpu_worth is None else base.cpu_worth) if cpu_rule else None
             cfg = replace(base, plateau_margin=margin, harm_margin=max(base.harm_margin, margin),
-                          cpu_worth=worth, max_interval_us=longest_us)
+                          cpu_worth=None, max_interval_us=longest_us)
         elif self.objective is Objective.EFFICIENCY:
             # The margin is given up against the best measured rate and against the guest's own
             # adaptive ITR alike: the operator traded that much throughput for fewer interrupts.

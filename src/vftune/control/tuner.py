@@ -82,7 +82,6 @@ class TunerOptions:
     span_recall: bool = True  # a remembered class of another shape is recalled from one counter span
     knee_noise: bool = True  # a rate short of the plateau margin by less than its noise is on it (knee_z)
     guest_share: bool = True  # on a full guest, a window's merit counts its processes' share (app_share)
-    cpu_rule: bool = True  # balanced: a rate dearer per bit than the adaptive ITR must gain as much (cpu_worth)
     port_saturation: float = 0.98  # a port loaded to this share of its line rate is saturated ...
     port_memory_s: float = 60.0  # ... and stays so this long after a window found it so
     port_gain: float = 0.01  # a VF taking its share must raise the port's total by this much
@@ -237,8 +236,7 @@ class SearchTuner(VfPolicy):
 
     def _tuning(self, goal: Goal) -> Tuning:
         """A goal's search rules and full bracket on this VF's NIC."""
-        config = goal.search_config(self.options.search_config(self.caps), self.caps.longest_interval_us,
-                                    self.options.cpu_rule)
+        config = goal.search_config(self.options.search_config(self.caps), self.caps.longest_interval_us)
         bracket = bracket_from_capabilities(self.caps)
         if goal.bounds_delay:
             # A bound on the added delay is a hard floor: no probe goes below it either.
@@ -634,7 +632,7 @@ class SearchTuner(VfPolicy):
             high = min(high, int(centre_rate * (1.0 if confined else o.warm_span)))
             if high <= low:
                 low, high = full
-        # A cold search measures the guest's own adaptive ITR first (do no harm; the CPU rule),
+        # A cold search measures the guest's own adaptive ITR first (do no harm; a candidate),
         # in a window of its own: the window that showed the new load straddles the change.
         same = warm and baseline is not None and same_itr(baseline.itr, incumbent) and (
             baseline.bps > 0)
