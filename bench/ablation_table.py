@@ -11,6 +11,10 @@ the paired difference over seeds of the per-VF geomean (vftune minus without) an
 interval (Student's t over the seeds) on the side where switching it off is worse. It earns its
 place (KEEP) when it matters on at least one built-in and one random scenario; where switching
 it off is better beyond the interval, the table says so (HURTS).
+
+Beside the verdict, each family's mean: the same paired differences pooled over all its
+scenarios and seeds, with their 95% interval. An effect spread thinly over many scenarios
+(each inside its own interval) shows there; the verdict does not use it.
 """
 
 from __future__ import annotations
@@ -27,7 +31,8 @@ from vftune.bench.scores import mean_interval
 from vftune.cli.bench import parse_seeds
 
 
-def _paired(runs: list[Any], base: str, other: str, metric: str, sign: float) -> dict[str, tuple[float, float | None]]:
+def _diffs(runs: list[Any], base: str, other: str, metric: str, sign: float) -> dict[str, list[float]]:
+    """Per scenario, `sign` x (base - other) of `metric` for every seed both ran."""
     by: dict[tuple[str, str, int], float] = {}
     for r in runs:
         value = getattr(r, metric)
@@ -37,7 +42,16 @@ def _paired(runs: list[Any], base: str, other: str, metric: str, sign: float) ->
     for (scenario, policy, seed), value in by.items():
         if policy == base and (scenario, other, seed) in by:
             diffs[scenario].append(sign * (value - by[(scenario, other, seed)]))
-    return {s: mean_interval(d) for s, d in diffs.items()}
+    return diffs
+
+
+def _family_mean(diffs: dict[str, list[float]], family: dict[str, str], which: str, label: str) -> str:
+    pooled = [d for scenario, values in diffs.items() if family.get(scenario) == which for d in values]
+    if len(pooled) < 2:
+        return f"{label} -"
+    mean, half = mean_interval(pooled)
+    beyond = "" if half is None or abs(mean) <= half else "*"
+    return f"{label} {mean:+.4f}±{half or 0.0:.4f}{beyond}"
 
 
 def main() -> int:
@@ -59,29 +73,37 @@ def main() -> int:
     results = run(scenarios, policies, seeds=seeds, duration=args.duration, jobs=args.jobs)
     family = {s: ("random" if s in drawn else "built-in") for s in scenarios}
     table: list[dict[str, Any]] = []
-    print("| mechanism | matters on (built-in) | matters on (random) | switching it off is better on | verdict |")
-    print("|---|---|---|---|---|")
+    print("| mechanism | matters on (built-in) | matters on (random) | switching it off is better on | verdict "
+          "| family means, built-in; random (* beyond the interval) |")
+    print("|---|---|---|---|---|---|")
     for name in names:
         other = ablation.policy(name)
         # Positive: switching the mechanism off is worse (score lower, CPU per Gb higher).
-        score = _paired(results, "vftune", other, "vf_geomean", +1.0)
-        cpu = _paired(results, "vftune", other, "cpu_per_gbps_vs_default", -1.0)
+        score_diffs = _diffs(results, "vftune", other, "vf_geomean", +1.0)
+        cpu_diffs = _diffs(results, "vftune", other, "cpu_per_gbps_vs_default", -1.0)
+        score = {s: mean_interval(d) for s, d in score_diffs.items()}
+        cpu = {s: mean_interval(d) for s, d in cpu_diffs.items()}
         matters: dict[str, list[str]] = {"built-in": [], "random": []}
         hurts: list[str] = []
         for scenario in scenarios:
             for label, cell in (("score", score.get(scenario)), ("CPU", cpu.get(scenario))):
-                if cell is None or cell[1] is None:
+                if cell is None:
                     continue
                 mean, half = cell
+                if half is None:
+                    continue
                 if mean > half and mean > 0:
                     matters[family[scenario]].append(f"{scenario} ({label} {mean:+.3f}±{half:.3f})")
                 elif mean < -half and mean < 0:
                     hurts.append(f"{scenario} ({label} {mean:+.3f}±{half:.3f})")
         keep = bool(matters["built-in"]) and bool(matters["random"])
         verdict = "KEEP" if keep else ("HURTS" if hurts and not any(matters.values()) else "no effect shown")
-        table.append({"mechanism": name, "matters": matters, "hurts": hurts, "verdict": verdict})
+        means = {which: f"{_family_mean(score_diffs, family, which, 'score')}, "
+                        f"{_family_mean(cpu_diffs, family, which, 'CPU')}" for which in ("built-in", "random")}
+        table.append({"mechanism": name, "matters": matters, "hurts": hurts, "verdict": verdict,
+                      "family_means": means})
         print(f"| {name} | {'; '.join(matters['built-in']) or '-'} | {'; '.join(matters['random']) or '-'} | "
-              f"{'; '.join(hurts) or '-'} | {verdict} |")
+              f"{'; '.join(hurts) or '-'} | {verdict} | {means['built-in']}; {means['random']} |")
     if args.json_out:
         with open(args.json_out, "w", encoding="utf-8") as out:
             json.dump({"seeds": seeds, "random": drawn, "scenarios": scenarios, "table": table}, out)
