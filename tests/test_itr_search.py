@@ -587,3 +587,38 @@ def test_the_knee_of_a_noisy_plateau_is_not_lost_in_its_noise():
 def test_knee_z_must_be_a_finite_non_negative_number():
     with pytest.raises(ValueError, match="knee_z must be a finite number >= 0, got nan"):
         SearchConfig(knee_z=math.nan)
+
+
+def test_a_flat_merits_knee_is_the_ranges_low_end_measured_once():
+    # On a flat merit the windows' noise decides which end of the range the first golden-
+    # section step drops; when it drops the low end, the walk down the plateau starts from
+    # wherever the bracket closed and does not reach it. One window at the range's lowest rate
+    # settles where the knee is.
+    def flat(r: float) -> float:
+        return 1.0
+
+    def knee(r: float) -> float:  # the merit falls below 8000/s
+        return 1.0 if r >= 8_000 else math.sqrt(r / 8_000)
+
+    def bests(f, sigma: float, low_edge: bool) -> list[int]:
+        config = SearchConfig(tolerance=1000, plateau_margin=0.03, low_edge=low_edge, max_probes=12,
+                              max_interval_us=1e6 / ITR_MIN_RATE)
+        found = [_noisy_run(ItrSearch(ITR_MIN_RATE, ITR_MAX_RATE, config=config, incumbent=0), f, sigma, seed).best
+                 for seed in range(40)]
+        assert all(b is not None for b in found)
+        return sorted(b for b in found if b is not None)
+
+    with_edge, without = bests(flat, 0.03, True), bests(flat, 0.03, False)
+    at_low_end = [sum(0 < b <= 1_000 for b in found) for found in (with_edge, without)]
+    assert at_low_end[0] >= at_low_end[1] + 8  # of 40 (0 is the adaptive ITR, kept as the knee)
+    assert with_edge[20] < without[20]
+    # Where the low end falls short of the margin, the knee above it is kept.
+    assert math.exp(sum(math.log(knee(b)) for b in bests(knee, 0.01, True)) / 40) >= 0.97
+
+
+def test_the_low_end_is_measured_once_and_at_most_one_probe_beyond_the_budget():
+    config = SearchConfig(tolerance=1000, plateau_margin=0.03, low_edge=True, max_probes=12,
+                          max_interval_us=1e6 / ITR_MIN_RATE)
+    s = _noisy_run(ItrSearch(ITR_MIN_RATE, ITR_MAX_RATE, config=config, incumbent=0), lambda r: 1.0, 0.03, 1)
+    assert sum(p.itr == ITR_MIN_RATE for p in s.history) <= 1
+    assert s.probes <= 12 + 2  # the low end's one beyond, and the incumbent's recheck

@@ -870,9 +870,10 @@ def _alternating(bulk_ticks: int, small_ticks: int, options: dict[str, object] |
 def test_a_load_shorter_than_the_adaptive_itrs_window_is_measured_over_several_visits():
     """Three 1-s windows of each load: shorter than the adaptive ITR's 4-s window, each
     search's first probe, which never completes in one piece. Its slices that held the load are kept across visits,
-    so the small-packet load's search gets its first measurement and finishes near its peak.
-    Before, the VF reported a search at its first step for the whole run."""
-    tuner = _alternating(3, 3)
+    so the small-packet load's search gets its first measurement and finishes near its peak
+    (its low end measured too: 130 windows). Before, the VF reported a search at its first step
+    for the whole run."""
+    tuner = _alternating(3, 3, ticks=130)
     settled = {k.size: p.itr for k, p in tuner.memory.profiles.items()}
     assert 6_000 < settled["small"] < 10_000  # small packets peak at 8000/s
     assert tuner.state()["phase"] == "holding"
@@ -909,3 +910,12 @@ def test_the_knee_noise_switch_reaches_every_objectives_search():
         assert Goal(objective).search_config(on).knee_z > 0
         assert Goal(objective).search_config(off).knee_z == 0
     assert Goal(Objective.LATENCY).search_config(on).plateau_margin == 0
+
+
+def test_the_low_edge_switch_reaches_every_objectives_search():
+    # The ablation's `low-edge` switch is this option; latency's search never walks a plateau
+    # (no margin), the others start their walk at the range's low end.
+    on, off = TunerOptions().search_config(), TunerOptions(low_edge=False).search_config()
+    for objective in Objective:
+        assert Goal(objective).search_config(on).low_edge
+        assert not Goal(objective).search_config(off).low_edge

@@ -32,6 +32,7 @@ MECHANISMS: tuple[Mechanism, ...] = (
               {"span_recall": False}),
     Mechanism("knee-noise", "a rate short of the plateau margin by less than its windows' noise counts as on the plateau",
               {"knee_noise": False}),
+    Mechanism("low-edge", "a plateau's walk down starts at the range's lowest rate", {"low_edge": False}),
     Mechanism("guest-share", "on a full guest a window's merit counts its processes' share of the vCPUs",
               {"guest_share": False}),
     Mechanism("port-judge", "windows on a saturated port are judged on the VF's share", {"port_saturation": float(NEVER)}),

@@ -38,6 +38,11 @@ Network", Huijun Wu and Jigang Wang) with these changes:
   rates whose remainders tie inside that noise it keeps the fewest interrupts, below the
   plateau's delay bound too (its packets wait at its sockets, not in the coalescing delay),
   unless the plateau margin is 0 (an objective that gives up no throughput for interrupts);
+* with ``low_edge`` (off by default), a plateau's walk starts at the range's lowest rate (or
+  the delay bound's), measured once: a golden section on a flat merit drops one end of the
+  range at its first step, whichever end the windows' noise chose, and a knee at the low end
+  is then never measured; one window there settles it, and the walk bisects from it when it
+  falls short. It may go one probe beyond the budget, as the overloaded receiver's does;
 * with ``knee_z`` (off by default), the plateau rule reads the windows' noise too: a rate whose
   mean log throughput is short of the best's by the plateau margin plus less than knee_z
   standard errors of the difference, the deviation pooled from the search's own repeated
@@ -123,6 +128,8 @@ class SearchConfig:
     # mean log throughput is below the margin by more than knee_z standard errors of the
     # difference, the deviation pooled from this search's repeated windows (spread()).
     knee_z: float = 0.0
+    # A plateau's walk down starts at the range's lowest rate (the delay bound's), once.
+    low_edge: bool = False
 
     def __post_init__(self) -> None:
         if not self.tolerance > 0:
@@ -233,6 +240,7 @@ class ItrSearch:
         self._scales: dict[int, list[float]] = {}  # per rate: the scale of each value told, when given
         self._incumbent_scales: list[float] = []
         self._low_end_checked = False
+        self._low_edge_left = 1 if cfg.low_edge and not cfg.ties_up else 0
 
         # Bracket [a, b] and interior points c < d, all in ln(rate).
         self._a = math.log(self.low)
@@ -446,6 +454,10 @@ class ItrSearch:
             if self.phase == EDGE:
                 assert self._choice is not None
                 self._choice = self._unless_lucky(self._select(), self._choice)
+                lower = self._low_edge(self._choice)
+                if lower is not None:
+                    self._pending = lower
+                    return
                 lower = self._edge_candidate(self._choice)
                 if lower is not None and self._edge_left > 0 and self._spare():
                     self._edge_left -= 1
@@ -461,6 +473,25 @@ class ItrSearch:
                 return
             self._pending = None
             return
+
+    def _low_edge(self, choice: int) -> int | None:
+        """The range's lowest rate (the delay bound's), once, when the choice is on a wide
+        plateau and nothing that low was measured; beyond the budget by one if need be."""
+        if self._low_edge_left <= 0 or self.plateau_margin <= 0:
+            return None
+        means = self.scores()
+        floor = max(self.low, 1e6 / self.max_interval_us)
+        rate = self._rate(math.log(floor))
+        if rate < floor * 0.999:
+            rate = self._rate(math.log(floor) + math.log1p(self.rel_tolerance) / 4)
+        if rate >= choice or rate in means or not self._wide_plateau(choice, means, max(means.values())):
+            return None
+        self._low_edge_left = 0
+        if not self._spare():
+            if self.config.strict_budget:
+                return None
+            self.max_probes += 1
+        return rate
 
     def _edge_candidate(self, choice: int) -> int | None:
         """On a plateau, the rate halfway (in log) between the choice and the next measured rate

@@ -81,6 +81,7 @@ class TunerOptions:
     shared_check: bool = True  # ... measured against the adaptive ITR before it is held
     span_recall: bool = True  # a remembered class of another shape is recalled from one counter span
     knee_noise: bool = True  # a rate short of the plateau margin by less than its noise is on it (knee_z)
+    low_edge: bool = True  # a plateau's walk down starts at the range's lowest rate (low_edge)
     guest_share: bool = True  # on a full guest, a window's merit counts its processes' share (app_share)
     port_saturation: float = 0.98  # a port loaded to this share of its line rate is saturated ...
     port_memory_s: float = 60.0  # ... and stays so this long after a window found it so
@@ -125,6 +126,7 @@ class TunerOptions:
             tolerance=self.tolerance, rel_tolerance=self.rel_tolerance, margin=self.margin,
             plateau_margin=self.plateau_margin, harm_margin=self.harm_margin, max_repeats=self.max_repeats,
             max_probes=max(3, self.max_probes), quantize=quantize, knee_z=KNEE_Z if self.knee_noise else 0.0,
+            low_edge=self.low_edge,
         )
 
 
