@@ -367,6 +367,11 @@ class ItrSearch:
             rate = self._quantize(rate)
         return int(round(rate))
 
+    @property
+    def _delay_floor(self) -> float:
+        """The lowest rate the delay bound allows (one interrupt every max_interval_us)."""
+        return 1e6 / self.max_interval_us
+
     def _spare(self, keep: int = 0) -> bool:
         """Whether one more probe fits the budget with `keep` probes still reserved after it."""
         return self.probes + 1 + keep <= self.max_probes
@@ -480,7 +485,7 @@ class ItrSearch:
         if self._low_edge_left <= 0 or self.plateau_margin <= 0:
             return None
         means = self.scores()
-        floor = max(self.low, 1e6 / self.max_interval_us)
+        floor = max(self.low, self._delay_floor)
         rate = self._rate(math.log(floor))
         if rate < floor * 0.999:
             rate = self._rate(math.log(floor) + math.log1p(self.rel_tolerance) / 4)
@@ -498,7 +503,7 @@ class ItrSearch:
         below it, or one bracket tolerance below when nothing lower was measured."""
         means = self.scores()
         top = max(means.values())
-        floor = max(self.low, 1e6 / self.max_interval_us)
+        floor = max(self.low, self._delay_floor)
         if not self._wide_plateau(choice, means, top):
             return None  # a peak, not a plateau
         below = [r for r in means if r < choice]
@@ -614,7 +619,7 @@ class ItrSearch:
         """Lowest measured rate within the plateau margin of the best, above the latency floor."""
         means = self.scores()
         top = max(means.values())
-        floor = 1e6 / self.max_interval_us
+        floor = self._delay_floor
         ties = self._overloaded_ties(means)
         noisy = self._knee_ties(means)
         eligible = [r for r, m in means.items()
@@ -697,7 +702,7 @@ class ItrSearch:
         if chosen != self.incumbent and self.score(chosen) < inc * (1.0 - self.harm_margin):
             # The plateau rule may reach for an edge that measures just below the incumbent:
             # the lowest rate that holds the incumbent's throughput is still a choice.
-            floor = 1e6 / self.max_interval_us
+            floor = self._delay_floor
             holding = [r for r, m in self.scores().items() if m >= inc * (1.0 - self.harm_margin) and r >= floor]
             if holding:
                 chosen = min(holding)
