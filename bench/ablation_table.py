@@ -31,7 +31,7 @@ from typing import Any
 from vftune.bench import ablation, random_hosts, run
 from vftune.bench.harness import default_scenarios
 from vftune.bench.scores import mean_interval
-from vftune.bench.targets import GEOMEAN_SCORE, MIN_SCORE
+from vftune.bench.targets import meets_floors
 from vftune.cli.bench import parse_seeds
 
 
@@ -62,7 +62,7 @@ def _under_floors(runs: list[Any], policy: str, family: dict[str, str], which: s
     """Runs of `policy` on `which` family's scenarios below either score floor."""
     # A run with no per-VF score (no VF carried traffic: NaN) is neither under nor over.
     return sum(1 for r in runs if r.policy == policy and family.get(r.scenario) == which
-               and r.vf_geomean == r.vf_geomean and not (r.vf_geomean >= GEOMEAN_SCORE and r.vf_min >= MIN_SCORE))
+               and r.vf_geomean == r.vf_geomean and not meets_floors({"vf_geomean": r.vf_geomean, "vf_min": r.vf_min}))
 
 
 def main() -> int:
