@@ -113,6 +113,25 @@ def test_the_table_reports_built_ins_and_random_hosts_as_two_families() -> None:
     assert "by family" in table and "random-s2-0" in table and "oracle as a per-VF bound" in table
 
 
+def test_random_only_runs_the_drawn_hosts_and_no_built_in() -> None:
+    args = ["bench", "--random", "1", "--random-only", "--seed", "2", "--policy", "default", "--duration", "60",
+            "--jobs", "1", "--json"]
+    body = json.loads(CliRunner().invoke(cli, args).output)
+    assert {r["scenario"] for r in body["results"]} == {"random-s2-0"}
+    assert {f["family"] for f in body["families"]} == {"random"}
+
+
+@pytest.mark.parametrize("extra, needle", [
+    (["--random", "1", "--scenario", "rr-mix"], "drop --scenario"),
+    (["--random", "1", "--quick"], "drop --scenario"),
+    ([], "needs --random N"),
+])
+def test_random_only_with_built_ins_or_no_hosts_is_a_usage_error(extra: list[str], needle: str) -> None:
+    out = subprocess.run([*VFTUNE, "bench", "--random-only", *extra], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 2 and needle in out.stderr, out.stderr
+    assert len(out.stderr.strip().splitlines()) == 1 and "Traceback" not in out.stderr
+
+
 def test_families_average_over_scenarios_and_count_vfs_above_the_oracle() -> None:
     def row(scenario: str, fam: str, policy: str, gm: float, low: float, cpu: float) -> dict:
         return {"scenario": scenario, "family": fam, "policy": policy, "vf_geomean": gm, "vf_min": low,

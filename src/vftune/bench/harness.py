@@ -281,10 +281,11 @@ def run(scenarios: Iterable[str] | None = None, policies: Iterable[str] | None =
         seeds: Iterable[int] = (0,), duration: float | None = None, jobs: int | None = None,
         objective: str = "throughput", progress: Progress | None = None, random: int = 0) -> list[PairResult]:
     """Every scenario x policy x seed, and `random` random hosts per seed (each on its own seed);
-    each scored against its seed's oracle and default runs. No scenario named: the default set."""
+    each scored against its seed's oracle and default runs. None: the default set (an empty list:
+    no built-in, the random hosts alone)."""
     policies = list(dict.fromkeys(policies or POLICIES))
     seeds = list(dict.fromkeys(seeds))
-    scenarios = list(dict.fromkeys(scenarios or default_scenarios()))
+    scenarios = list(dict.fromkeys(default_scenarios() if scenarios is None else scenarios))
     for name in scenarios:
         get_scenario(name)
     for name in policies:

@@ -90,6 +90,8 @@ class _Bar:
 @click.option("--random", "random_count", type=Number(0, MAX_RANDOM, integer=True), default=0, metavar="N",
               help="Add N random hosts per seed (drawn from the seed alone: the same seed, the same hosts), "
                    "each run on its seed and reported as its own family.")
+@click.option("--random-only", is_flag=True,
+              help="Run the --random hosts and no built-in (what a tuner never saw, in minutes).")
 @click.option("--ablate", "ablate", multiple=True, metavar="NAME",
               help="Also run vftune with this mechanism switched off (vftune-without:NAME), beside vftune "
                    "(repeatable); `--ablate list` names the mechanisms.")
@@ -98,7 +100,7 @@ class _Bar:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 def command(scenarios: tuple[str, ...], files: tuple[str, ...], policies: tuple[str, ...], seed: int | None,
             seed_spec: str | None, quick: bool, objective: str, duration: float | None, random_count: int,
-            ablate: tuple[str, ...], jobs: int | None, as_json: bool) -> None:
+            random_only: bool, ablate: tuple[str, ...], jobs: int | None, as_json: bool) -> None:
     """Per-VF scores against the oracle, CPU, latency, convergence and ITR churn per policy.
 
     Each pair drives the real agent loop against the simulated host (no waiting: simulated
@@ -135,14 +137,19 @@ def command(scenarios: tuple[str, ...], files: tuple[str, ...], policies: tuple[
     except ValueError as exc:
         fail(f"--seeds: {exc}", 2)
     chosen = list(dict.fromkeys(scenarios))
+    if random_only and (chosen or quick):
+        fail("--random-only: runs random hosts alone; drop --scenario, --scenario-file and --quick", 2)
+    if random_only and not random_count:
+        fail("--random-only: needs --random N with N >= 1", 2)
     if quick:
         chosen = chosen or [s for s in QUICK_SCENARIOS if s in SCENARIOS]
         duration = duration or 300.0
 
     started = time.monotonic()
     with _Bar() as bar:
-        results = run(chosen or None, list(dict.fromkeys(policies)) or None, seeds=seeds, duration=duration,
-                      jobs=jobs, objective=objective, progress=bar, random=int(random_count))
+        named = [] if random_only else chosen or None  # [] is no built-in at all, None the default set
+        results = run(named, list(dict.fromkeys(policies)) or None, seeds=seeds, duration=duration, jobs=jobs,
+                      objective=objective, progress=bar, random=int(random_count))
     wall = time.monotonic() - started
     rows = aggregate(results)
     verdicts = targets(results)
@@ -222,7 +229,8 @@ def _print_table(rows: list[dict[str, Any]], seeds: list[int], objective: str, v
     console = Console()
     if not console.is_terminal:
         console = Console(width=170)  # a file or a pipe: keep each row on one line
-    console.print(table)
+    if table.row_count:
+        console.print(table)
     if drawn:
         console.print(f"{drawn} rows of random hosts: in the JSON (results[], family \"random\")")
     console.print(heads)
